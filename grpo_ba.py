@@ -186,3 +186,514 @@ def sign_weights(mask, advantages, group_size, aggregator):
         (grad,) = torch.autograd.grad(value, logp)
     per_response = (-grad).sum(dim=1)                                           # (B,)
     return per_response[advantages > 0].sum(), per_response[advantages < 0].sum()
+
+
+# =====================================================================================
+# 4. Arguments: one dataclass, every field's help becomes --help
+# =====================================================================================
+import argparse  # noqa: E402  (the math core above needs nothing but torch)
+import dataclasses
+import json
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+
+def _arg(default, help):  # noqa: A002
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Args:
+    # ---- what to run
+    aggregator: str = _arg("all", "token | sequence | balanced (method §2); 'all' runs the demo: the three rules from the same weights and seed")
+    regime: str = _arg("gap", "toy regime: 'gap' (right and wrong answers differ in length) or 'variance' (lengths spread, no gap)")
+    gap_sign: str = _arg("wrong-long", "toy gap direction: 'wrong-long' (forced slips, then rambling) or 'right-long' (forced re-checks)")
+    gap_size: int = _arg(18, "toy: mean ramble length in tokens, i.e. the size of the length gap")
+    force_frac: float = _arg(0.3, "toy: fraction of RL responses whose start the environment forces (regime gap)")
+    steps: int = _arg(100, "GRPO steps")
+    seed: int = _arg(0, "seed of the RL run (sampling, prompt order); the warm-up has its own seed")
+    output_dir: str = _arg("", "where args.json, metrics.jsonl and checkpoints go (default: runs/<mode>)")
+    # ---- GRPO (method §1)
+    group_size: int = _arg(8, "G: responses per prompt")
+    prompts_per_step: int = _arg(16, "P: prompts per step; the batch holds P * G responses")
+    inner_updates: int = _arg(2, "mu: optimizer steps on each batch (the first is on-policy, ratio 1)")
+    lr: float = _arg(3e-4, "AdamW learning rate of the RL phase")
+    eps_low: float = _arg(0.2, "clip range below 1 for the ratio")
+    eps_high: float = _arg(0.28, "clip range above 1 for the ratio (DAPO clip-higher; 0.2 is GRPO)")
+    beta: float = _arg(0.0, "weight of the k3 KL to a frozen reference policy (0: no reference is kept)")
+    adv_scale: str = _arg("std", "advantage scaling: 'std' (GRPO) or 'none' (Dr. GRPO)")
+    max_grad_norm: float = _arg(1.0, "gradient-norm clip")
+    temperature: float = _arg(1.0, "sampling temperature of the rollouts")
+    max_new_tokens: int = _arg(40, "longest response; longer ones are cut (and stay in the loss)")
+    micro_batch_size: int = _arg(0, "rows per forward/backward pass (0: the whole batch); exact for every rule")
+    # ---- evaluation, logging, checkpoints
+    eval_every: int = _arg(10, "greedy accuracy on held-out prompts every N steps (step 0 included)")
+    eval_prompts: int = _arg(200, "held-out prompts per evaluation")
+    log_every: int = _arg(10, "print a one-line summary every N steps")
+    save_every: int = _arg(0, "write a checkpoint every N steps (0: only on Ctrl-C)")
+    resume: str = _arg("", "continue the run saved in this directory (its args.json and checkpoint.pt)")
+    # ---- the toy model
+    warmup_steps: int = _arg(0, "toy: supervised warm-up steps, cached by settings (0: 600 for regime gap, 1000 for variance)")
+    warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule and RL seed")
+    cache_dir: str = _arg("~/.cache/grpo_ba", "toy: where warmed-up policies are cached")
+    threads: int = _arg(2, "CPU threads for torch")
+    # ---- sweep and plots (plots.py)
+    sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table")
+    seeds: int = _arg(3, "seeds per (regime, rule) in --sweep")
+    plot_only: str = _arg("", "redraw the figures and the table from the metrics under this directory")
+    figures_dir: str = _arg("", "where figures and table.md go (default: the runs directory)")
+    # ---- scale-up (one GPU)
+    model: str = _arg("", "Hugging Face causal LM (hub id or local dir); empty: the toy model")
+    dataset: str = _arg("", "hub id or local .json/.jsonl/.parquet with prompts and answers (with --model)")
+    dataset_split: str = _arg("train", "split of a hub dataset")
+    prompt_column: str = _arg("prompt", "column with the prompt (a string or chat messages); dots reach inside")
+    answer_column: str = _arg("answer", "column with the gold answer, e.g. 'reward_model.ground_truth'")
+    preset: str = _arg("", "'qwen3-1.7b': sets the values of PRESETS['qwen3-1.7b'] (see README); flags still override")
+    dtype: str = _arg("float32", "float32 | bfloat16 | float16 for weights and compute")
+    gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
+    attn_implementation: str = _arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
+    device: str = _arg("auto", "auto | cpu | cuda")
+
+
+PRESETS = {
+    "qwen3-1.7b": dict(dtype="bfloat16", gradient_checkpointing=True, attn_implementation="sdpa",
+                       micro_batch_size=4, max_new_tokens=1024, lr=1e-6, group_size=8,
+                       prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
+                       temperature=1.0, save_every=50, model="Qwen/Qwen3-1.7B"),
+}
+WARMUP_STEPS = {"gap": 600, "variance": 1000}    # sampled reward near 0.5 at step 0 in both regimes
+CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": ("gap", "variance"),
+           "gap_sign": ("wrong-long", "right-long"), "adv_scale": ("std", "none"),
+           "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda"),
+           "preset": ("", *PRESETS)}
+
+
+class UsageError(ValueError):
+    """Bad input: reported as one line on stderr with exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):                       # one line, not usage + error
+        raise UsageError(message)
+
+
+def parse_args(argv=None) -> Args:
+    parser = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    for f in dataclasses.fields(Args):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
+        else:
+            kind = {"int": int, "float": float, "str": str}[f.type if isinstance(f.type, str) else f.type.__name__]
+            parser.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=f.metadata["help"])
+    preset, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**PRESETS.get(preset.preset, {}))   # preset values are defaults; flags win
+    return Args(**vars(parser.parse_args(argv)))
+
+
+def check_args(args: Args):
+    """Refuse, with one clear line, what would fail later or silently do the wrong thing."""
+    if args.group_size < 2:
+        raise UsageError(f"--group-size must be at least 2 (got {args.group_size}): a group of one has no relative advantage")
+    for name in ("steps", "prompts_per_step", "inner_updates", "max_new_tokens", "eval_prompts", "seeds"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    batch = args.group_size * args.prompts_per_step
+    if args.micro_batch_size and (args.micro_batch_size < 0 or batch % args.micro_batch_size):
+        raise UsageError(f"--micro-batch-size {args.micro_batch_size} does not divide the batch of {batch} responses")
+    if args.dataset and not args.model:
+        raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
+    if args.model and args.aggregator == "all" and not args.sweep:
+        raise UsageError("with --model choose one --aggregator (token, sequence or balanced)")
+
+
+# =====================================================================================
+# 5. Rollout: sample G responses per prompt, mask them, score them
+# =====================================================================================
+
+
+@dataclass
+class Rollout:
+    sequences: torch.Tensor       # (B, S_prompt + T) prompt (left-padded) then response
+    attention: torch.Tensor       # (B, S_prompt + T)
+    response_mask: torch.Tensor   # (B, T) 1 on every sampled token up to and including the first EOS
+    completions: list             # B strings: forced prefix + decoded response
+    truncated: torch.Tensor       # (B,) True where no EOS came before max_new_tokens
+
+
+def response_mask_from_eos(response: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask every position up to and including the first EOS, whatever token was sampled
+    there (a PAD the policy sampled itself is *in* the loss; choice 4). (B, T) -> (B, T), (B,)"""
+    is_eos = response == eos_id
+    has_eos = is_eos.any(dim=1)
+    first_eos = torch.where(has_eos, is_eos.float().argmax(dim=1), torch.full_like(has_eos, response.shape[1], dtype=torch.long))
+    positions = torch.arange(response.shape[1], device=response.device)[None, :]
+    return (positions <= first_eos[:, None]).long(), ~has_eos
+
+
+@torch.no_grad()
+def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, greedy=False) -> Rollout:
+    """Continue each `prompt + forced prefix`; the forced text is prompt, not response."""
+    encoded = tokenizer([p + f for p, f in zip(prompt_texts, forced_prefixes)], return_tensors="pt",
+                        padding=True, add_special_tokens=False).to(policy.device)
+    sampling = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=args.temperature, top_k=0, top_p=1.0)
+    sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                eos_token_id=tokenizer.eos_token_id, **sampling)
+    response = sequences[:, encoded["input_ids"].shape[1]:]                              # (B, T)
+    mask, truncated = response_mask_from_eos(response, tokenizer.eos_token_id)
+    completions = [f + tokenizer.decode(r[m.bool()], skip_special_tokens=True)
+                   for f, r, m in zip(forced_prefixes, response, mask)]
+    return Rollout(sequences, torch.cat([encoded["attention_mask"], mask], dim=1), mask, completions, truncated)
+
+
+def token_logprobs(model, sequences, attention, n_response, temperature=1.0, with_entropy=False):
+    """log pi(o_t | q, o_<t) of the last n_response tokens, (B, T); and their entropy.
+
+    Positions come from the attention mask, as in generation, so the first inner update
+    sees ratio exactly 1. Only the response positions' logits are materialised.
+    """
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions,
+                   logits_to_keep=n_response + 1).logits[:, :-1]                        # (B, T, V)
+    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, sequences[:, -n_response:, None]).squeeze(-1)            # (B, T)
+    entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None
+    return logp, entropy
+
+
+# =====================================================================================
+# 6. The update: mu inner steps of the clipped objective, aggregated by the chosen rule
+# =====================================================================================
+
+
+def micro_batches(batch_size, micro_batch_size):
+    size = micro_batch_size or batch_size
+    return [slice(i, i + size) for i in range(0, batch_size, size)]
+
+
+def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
+    """Advantages -> coefficients c_it of the rule over whole groups -> mu inner updates.
+
+    Each inner update accumulates sum_it c_it * l_it over micro-batches, which equals
+    J_rule of the full batch exactly (choice 8). Non-finite loss or gradients skip the
+    optimizer step and are counted in `skipped_updates`.
+    """
+    G, T = args.group_size, batch.response_mask.shape[1]
+    mask = batch.response_mask.float()                                                    # (B, T)
+    advantages = group_advantages(rewards, G, args.adv_scale).to(mask.device)            # (B,)
+    coefficients = aggregation_coefficients(mask, advantages, G, args.aggregator)        # (B, T)
+    chunks = micro_batches(mask.shape[0], args.micro_batch_size)
+    with torch.no_grad():
+        old_logp = torch.cat([token_logprobs(policy, batch.sequences[c], batch.attention[c], T, args.temperature)[0] for c in chunks])
+        ref_logp = None
+        if reference is not None:
+            ref_logp = torch.cat([token_logprobs(reference, batch.sequences[c], batch.attention[c], T, args.temperature)[0] for c in chunks])
+    stats = {"pg_loss": 0.0, "entropy": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "skipped_updates": 0}
+    n_tokens = mask.sum().clamp(min=1)
+    for inner in range(args.inner_updates):
+        optimizer.zero_grad(set_to_none=True)
+        total, clipped = 0.0, 0.0
+        for c in chunks:
+            logp, entropy = token_logprobs(policy, batch.sequences[c], batch.attention[c], T, args.temperature, with_entropy=inner == 0)
+            token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low, args.eps_high,
+                                            None if ref_logp is None else ref_logp[c], args.beta)
+            loss = (coefficients[c] * token_loss).sum()                                   # this chunk's share of J
+            loss.backward()
+            total += loss.item()
+            with torch.no_grad():
+                ratio = torch.exp(torch.where(mask[c] > 0, logp - old_logp[c], torch.zeros_like(logp)))
+                adv = advantages[c][:, None]
+                clipped += (mask[c] * (((adv > 0) & (ratio > 1 + args.eps_high)) | ((adv < 0) & (ratio < 1 - args.eps_low))).float()).sum().item()
+                if inner == 0:
+                    pg_only = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low, args.eps_high)
+                    stats["pg_loss"] += (coefficients[c] * pg_only).sum().item()
+                    stats["entropy"] += ((entropy * mask[c]).sum() / n_tokens).item()
+                if inner == args.inner_updates - 1:                      # drift from the reference (or the rollout policy)
+                    anchor = old_logp[c] if ref_logp is None else ref_logp[c]
+                    stats["kl"] += ((k3_kl(logp, anchor) * mask[c]).sum() / n_tokens).item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+        if not (torch.isfinite(torch.tensor(total)) and torch.isfinite(grad_norm)):
+            stats["skipped_updates"] += 1
+            optimizer.zero_grad(set_to_none=True)
+        else:
+            optimizer.step()
+        stats["clip_frac"] += clipped / n_tokens.item() / args.inner_updates
+        if inner == 0:
+            stats["grad_norm"] = grad_norm.item()
+    return stats
+
+
+# =====================================================================================
+# 7. Diagnostics: what each step logs (README, "Metrics")
+# =====================================================================================
+
+
+def step_diagnostics(rewards, mask, args) -> dict:
+    """Lengths by sign of advantage and the sign weights of all three rules."""
+    lengths = mask.sum(1).float()
+    advantages = group_advantages(rewards, args.group_size, args.adv_scale)
+    pos, neg = advantages > 0, advantages < 0
+    out = {"reward_mean": rewards.mean().item(), "len_mean": lengths.mean().item(),
+           "len_std": lengths.std(unbiased=False).item(),
+           "len_pos": lengths[pos].mean().item() if pos.any() else None,
+           "len_neg": lengths[neg].mean().item() if neg.any() else None}
+    for rule in AGGREGATORS:
+        w_pos, w_neg = sign_weights(mask.float(), advantages, args.group_size, rule)
+        total = w_pos.abs() + w_neg.abs()
+        out[f"pos_share_{rule}"] = (w_pos.abs() / total).item() if total > 0 else None
+    out["pos_share"] = out.get(f"pos_share_{args.aggregator}")
+    return out
+
+
+# =====================================================================================
+# 8. The training loop: rollout -> reward -> update, logged, checkpointed, resumable
+# =====================================================================================
+import copy  # noqa: E402
+
+from verifier import verify  # noqa: E402
+
+
+@dataclass
+class Task:
+    train: list                   # [{"prompt", "answer"}]
+    heldout: list
+    prompt_text: object           # prompt -> the text the policy continues
+    forced_prefix: object         # (prompt, random.Random) -> forced start of the response ('' = none)
+
+
+def build(args: Args, log=print):
+    """The policy, its tokenizer and the task: the toy (default) or --model/--dataset."""
+    import lm_setup
+    from toy_tasks import ToyWorld, make_problems
+    if args.model:
+        policy = lm_setup.load_model(args.model, args.dtype, args.attn_implementation)
+        tokenizer = lm_setup.load_tokenizer(args.model)
+        if not args.dataset:
+            raise UsageError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
+        train, heldout = lm_setup.load_prompt_dataset(args.dataset, args.prompt_column, args.answer_column,
+                                                      args.dataset_split, args.eval_prompts)
+        task = Task(train, heldout, lambda p: lm_setup.format_prompt(tokenizer, p), lambda p, rng: "")
+    else:
+        world = ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac)
+        warmup_steps = args.warmup_steps or WARMUP_STEPS[args.regime]
+        policy, tokenizer, _ = lm_setup.load_or_warmup_toy(args.cache_dir, world, warmup_steps, args.warmup_seed, log)
+        train, heldout = make_problems()
+        bos = tokenizer.bos_token
+        task = Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix)
+    if args.dtype != "float32":
+        policy = policy.to(lm_setup.DTYPES[args.dtype])
+    if args.gradient_checkpointing:
+        policy.gradient_checkpointing_enable()
+    return policy, tokenizer, task
+
+
+def evaluate(policy, tokenizer, task, args) -> float:
+    """Greedy accuracy on the first eval_prompts held-out prompts, nothing forced."""
+    rows = task.heldout[:args.eval_prompts]
+    size = args.micro_batch_size or len(rows)
+    correct = 0.0
+    policy.eval()
+    for i in range(0, len(rows), size):
+        chunk = rows[i:i + size]
+        batch = rollout(policy, tokenizer, [task.prompt_text(r["prompt"]) for r in chunk], [""] * len(chunk), args, greedy=True)
+        correct += sum(verify(c, r["answer"]) for c, r in zip(batch.completions, chunk))
+    return correct / len(rows)
+
+
+def seed_step(seed: int, step: int) -> int:
+    """Every step reseeds from (seed, step): a resumed run samples what the original would."""
+    step_seed = (seed * 1_000_003 + step) % (2**63)
+    torch.manual_seed(step_seed)
+    return step_seed
+
+
+def save_checkpoint(path, policy, optimizer, step):
+    """Model, optimizer, RNG states and step, written atomically (temp file, then rename)."""
+    state = {"step": step, "model": policy.state_dict(), "optimizer": optimizer.state_dict(),
+             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    tmp = path + ".tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def _prepare_output_dir(args: Args) -> str:
+    out = args.output_dir
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, ".write_test")
+        open(probe, "w").close()
+        os.remove(probe)
+    except OSError as err:
+        raise UsageError(f"cannot write to output directory {out!r}: {err.strerror}") from None
+    return out
+
+
+def train(args: Args, log=print) -> str:
+    """One GRPO run with one rule. Writes args.json, metrics.jsonl (one object per step)
+    and checkpoint.pt; returns the output directory."""
+    from tqdm import tqdm
+    out = _prepare_output_dir(args)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          "cpu" if args.device == "auto" else args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(args.threads)
+    policy, tokenizer, task = build(args, log)
+    policy.to(device)
+    reference = copy.deepcopy(policy).eval().requires_grad_(False) if args.beta > 0 else None
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
+    metrics_path, ckpt_path = os.path.join(out, "metrics.jsonl"), os.path.join(out, "checkpoint.pt")
+    start = 0
+    if args.resume:
+        state = torch.load(ckpt_path, map_location=device, weights_only=False)
+        policy.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        start = state["step"] + 1
+        with open(metrics_path) as f:                 # drop lines written after the checkpoint
+            kept = [line for line in f if line.strip() and json.loads(line)["step"] < start]
+        with open(metrics_path, "w") as f:
+            f.writelines(kept)
+        log(f"resuming {out} at step {start}")
+    else:
+        with open(os.path.join(out, "args.json"), "w") as f:
+            json.dump(dataclasses.asdict(args), f, indent=2)
+        open(metrics_path, "w").close()
+
+    interrupted = []
+    previous_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    G, P = args.group_size, args.prompts_per_step
+    try:
+        bar = tqdm(range(start, args.steps), desc=f"{args.aggregator:>8s}", initial=start, total=args.steps,
+                   dynamic_ncols=True, disable=None)
+        for step in bar:
+            step_start = time.time()
+            step_seed = seed_step(args.seed, step)
+            generator = torch.Generator().manual_seed(step_seed)
+            rows = [task.train[i] for i in torch.randint(len(task.train), (P,), generator=generator).tolist()]
+            rng = random.Random(step_seed)
+            prompts = [r["prompt"] for r in rows for _ in range(G)]                  # groups are contiguous
+            forced = [task.forced_prefix(p, rng) for p in prompts]
+            policy.eval()
+            batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
+            rewards = torch.tensor([verify(c, r["answer"]) for c, r in zip(batch.completions, (r for r in rows for _ in range(G)))])
+            metrics = {"step": step, **step_diagnostics(rewards, batch.response_mask.cpu(), args)}
+            if step % args.eval_every == 0 or step == args.steps - 1:
+                metrics["accuracy"] = evaluate(policy, tokenizer, task, args)
+            policy.train()
+            metrics.update(grpo_update(policy, reference, optimizer, batch, rewards.to(device), args))
+            lengths = batch.response_mask.sum(1).float().cpu()
+            from toy_tasks import length_stats
+            regime = length_stats(lengths, rewards)
+            metrics.update(len_right=regime["len_right"], len_wrong=regime["len_wrong"],
+                           truncated_frac=batch.truncated.float().mean().item(),
+                           forced_frac=sum(bool(f) for f in forced) / len(forced),
+                           step_time=time.time() - step_start)
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps(_finite_or_null(metrics)) + "\n")
+            if step == start:
+                log(f"step-0 rollouts: wrong/right mean length {regime['wrong_over_right']:.2f} "
+                    f"(right {regime['len_right']:.1f}, wrong {regime['len_wrong']:.1f}), "
+                    f"std/mean {regime['std_over_mean']:.2f}, reward {rewards.mean():.2f}")
+            if step % args.log_every == 0 or step == args.steps - 1:
+                acc = f" acc {metrics['accuracy']:.2f}" if "accuracy" in metrics else ""
+                bar.write(f"[{args.aggregator}] step {step:4d} reward {metrics['reward_mean']:.2f}{acc} "
+                          f"len +{_fmt(metrics['len_pos'])} -{_fmt(metrics['len_neg'])} "
+                          f"pg_loss {metrics['pg_loss']:+.4f} pos_share {_fmt(metrics['pos_share'], 2)} "
+                          f"({metrics['step_time']:.2f}s/step)")
+            if interrupted or (args.save_every and (step + 1) % args.save_every == 0):
+                save_checkpoint(ckpt_path, policy, optimizer, step)
+            if interrupted:
+                log(f"interrupted: checkpoint of step {step} saved; continue with --resume {out}")
+                break
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+    return out
+
+
+def _fmt(value, digits=1):
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _finite_or_null(metrics):
+    """NaN / inf are not JSON: write null so metrics.jsonl stays valid JSONL."""
+    return {k: (None if isinstance(v, float) and not (v == v and abs(v) != float("inf")) else v) for k, v in metrics.items()}
+
+
+# =====================================================================================
+# 9. Entry points: one run, the demo (three rules), the sweep, plots
+# =====================================================================================
+
+
+def run_demo(args: Args, log=print) -> list[str]:
+    """The three rules from the same warmed-up weights and seed, then the figures."""
+    base = args.output_dir or "runs/demo"
+    dirs = []
+    for rule in AGGREGATORS:
+        run_args = dataclasses.replace(args, aggregator=rule, output_dir=os.path.join(base, f"{args.regime}-{rule}-s{args.seed}"))
+        dirs.append(train(run_args, log))
+    import plots
+    plots.report(base, args.figures_dir or None, log=log)
+    return dirs
+
+
+def run_sweep(args: Args, log=print):
+    """Both regimes x three rules x --seeds seeds, one after another (the two vCPUs
+    behave like one core), then the figures and the table."""
+    base = args.output_dir or "runs/sweep"
+    for regime in ("gap", "variance"):
+        for seed in range(args.seeds):
+            for rule in AGGREGATORS:
+                out = os.path.join(base, f"{regime}-{rule}-s{seed}")
+                if _finished(out, args.steps):
+                    log(f"skip {out}: already complete")
+                    continue
+                train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out), log)
+    import plots
+    plots.report(base, args.figures_dir or None, log=log)
+
+
+def _finished(out, steps):
+    try:
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            return sum(1 for line in f if line.strip()) >= steps
+    except OSError:
+        return False
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        check_args(args)
+        if args.resume:
+            with open(os.path.join(args.resume, "args.json")) as f:
+                saved = json.load(f)
+            if not os.path.exists(os.path.join(args.resume, "checkpoint.pt")):
+                raise UsageError(f"no checkpoint.pt in {args.resume!r} to resume from")
+            args = Args(**{**saved, "resume": args.resume, "output_dir": args.resume})
+        if args.plot_only:
+            import plots
+            plots.report(args.plot_only, args.figures_dir or None)
+        elif args.sweep:
+            run_sweep(args)
+        elif args.aggregator == "all":
+            run_demo(args)
+        else:
+            args.output_dir = args.output_dir or f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
+            train(args)
+        return 0
+    except (UsageError, OSError, json.JSONDecodeError) as err:
+        print(f"grpo_ba.py: error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:                      # SetupError and bad toy settings
+        print(f"grpo_ba.py: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

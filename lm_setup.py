@@ -1,0 +1,209 @@
+"""lm_setup.py -- models, tokenizers and datasets: everything grpo_ba.py trains on
+that is not the algorithm.
+
+- The toy: a character-level Hugging Face tokenizer, a tiny Qwen3 built from its
+  config (no download), and its supervised warm-up on the toy corpus, cached on disk
+  by its settings so that every rule and seed starts from the same weights.
+- The real path: `--model NAME_OR_PATH` and `--dataset` (hub id or local
+  JSON / JSONL / Parquet), prompts through the chat template when there is one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import time
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen3Config
+
+from toy_tasks import VOCAB_CHARS, ToyWorld, make_problems, warmup_corpus
+
+SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
+BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+class SetupError(ValueError):
+    """Bad input the user can fix (missing file, column, model path...)."""
+
+
+# ------------------------------------------------------------------ the toy model
+
+def char_tokenizer(chars: str = VOCAB_CHARS) -> PreTrainedTokenizerFast:
+    """One token per character, plus <pad> <bos> <eos> <unk>: a real HF fast tokenizer."""
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + list(chars))}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>",
+                                        bos_token="<bos>", eos_token="<eos>", unk_token="<unk>")
+    tokenizer.padding_side = "left"        # generation continues from the prompt's end
+    return tokenizer
+
+
+def tiny_qwen3(tokenizer, hidden: int = 64, layers: int = 2, heads: int = 4, seed: int = 0):
+    """A ~130k-parameter Qwen3 from its config: random weights, nothing downloaded."""
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+        head_dim=hidden // heads, max_position_embeddings=128, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def encode_pairs(tokenizer, pairs, width: int):
+    """Right-padded <bos> prompt response <eos> rows; labels only on the response."""
+    input_ids = torch.full((len(pairs), width), tokenizer.pad_token_id)
+    labels = torch.full((len(pairs), width), -100)
+    for row, (prompt, response) in enumerate(pairs):
+        p = [tokenizer.bos_token_id] + tokenizer.encode(prompt)
+        r = tokenizer.encode(response) + [tokenizer.eos_token_id]
+        ids = (p + r)[:width]
+        input_ids[row, :len(ids)] = torch.tensor(ids)
+        labels[row, len(p):len(ids)] = torch.tensor(ids[len(p):])
+    return input_ids, labels
+
+
+def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 64,
+                     lr: float = 3e-3, log=print):
+    """Supervised warm-up on the toy corpus: AdamW, linear warm-up then cosine decay."""
+    tokenizer = char_tokenizer()
+    model = tiny_qwen3(tokenizer, seed=seed)
+    train, _ = make_problems()
+    corpus = warmup_corpus(world, train["prompt"], steps * batch_size, seed)
+    width = 1 + 8 + world.gap_size + max(2, world.gap_size // 4) + 10
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    ramp = max(1, steps // 20)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / ramp) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    model.train()
+    start = time.time()
+    for step in range(steps):
+        input_ids, labels = encode_pairs(tokenizer, corpus[step * batch_size:(step + 1) * batch_size], width)
+        loss = model(input_ids=input_ids, attention_mask=(input_ids != tokenizer.pad_token_id).long(),
+                     labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % max(1, steps // 5) == 0 or step == steps - 1:
+            log(f"warm-up step {step:5d}/{steps}  loss {loss.item():.3f}  ({time.time() - start:.0f}s)")
+    model.eval()
+    return model, tokenizer, time.time() - start
+
+
+def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> str:
+    """Where a warm-up with these settings lives; the settings' hash names it."""
+    corpus = {k: v for k, v in vars(world).items() if k != "force_frac"}   # RL-only setting
+    key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "version": 3}, sort_keys=True)
+    return os.path.join(os.path.expanduser(cache_dir), "warmup-" + hashlib.sha1(key.encode()).hexdigest()[:12])
+
+
+def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, log=print):
+    """The warmed-up toy policy and tokenizer, from the cache or freshly trained."""
+    path = warmup_cache_dir(cache_dir, world, steps, seed)
+    if os.path.exists(os.path.join(path, "warmup.json")):
+        log(f"warm-up: loading cached policy from {path}")
+        return load_model(path, dtype="float32"), load_tokenizer(path), path
+    log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
+    model, tokenizer, seconds = warmup_toy_model(world, steps, seed, log=log)
+    tmp = path + f".tmp{os.getpid()}"
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    with open(os.path.join(tmp, "warmup.json"), "w") as f:
+        json.dump({"world": vars(world), "steps": steps, "seed": seed, "seconds": seconds}, f)
+    if os.path.exists(path):                  # a concurrent run won the race: keep its copy
+        import shutil
+        shutil.rmtree(tmp)
+    else:
+        os.replace(tmp, path)
+    return load_model(path, dtype="float32"), load_tokenizer(path), path
+
+
+# ------------------------------------------------------------------ the real path
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_model(name_or_path: str, dtype: str = "float32", attn_implementation: str | None = None):
+    """Any HF causal LM, from the hub or a local directory."""
+    path = os.path.expanduser(name_or_path)
+    is_hub_id = name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/", "~"))
+    if not os.path.isdir(path) and not is_hub_id:
+        raise SetupError(f"model path {name_or_path!r} does not exist")
+    kwargs = {"dtype": DTYPES[dtype]}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except OSError as err:
+        raise SetupError(f"cannot load model {name_or_path!r}: {str(err).splitlines()[0]}") from None
+
+
+def load_tokenizer(name_or_path: str):
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(name_or_path))
+    except OSError as err:
+        raise SetupError(f"cannot load tokenizer {name_or_path!r}: {str(err).splitlines()[0]}") from None
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _column(row: dict, dotted: str):
+    value = row
+    for key in dotted.split("."):              # "reward_model.ground_truth" reaches inside
+        value = value[key]
+    return value
+
+
+def load_prompt_dataset(source: str, prompt_column: str, answer_column: str, split: str = "train",
+                        heldout: int = 64, seed: int = 0):
+    """(train, heldout) lists of {"prompt", "answer"} from a hub id or a local
+    .json/.jsonl/.parquet file. A prompt may be a string or a list of chat messages
+    (DAPO-Math-17k); the answer may be a number or a worked solution ending in
+    `#### 42` (GSM8K): the verifier reads either."""
+    from datasets import load_dataset
+    extension = os.path.splitext(source)[1].lower()
+    if extension in (".json", ".jsonl", ".parquet"):
+        if not os.path.isfile(source):
+            raise SetupError(f"dataset file {source!r} does not exist")
+        data = load_dataset("parquet" if extension == ".parquet" else "json", data_files=source, split="train")
+    elif os.path.exists(source):
+        raise SetupError(f"dataset {source!r}: use a .json, .jsonl or .parquet file")
+    else:
+        try:
+            data = load_dataset(source, split=split)
+        except Exception as err:               # offline, unknown id, bad split ...
+            raise SetupError(f"cannot load dataset {source!r}: {str(err).splitlines()[0]}") from None
+    rows = []
+    for row in data:
+        try:
+            rows.append({"prompt": _column(row, prompt_column), "answer": str(_column(row, answer_column))})
+        except (KeyError, TypeError):
+            raise SetupError(f"dataset {source!r} has no column {prompt_column!r} or {answer_column!r}; "
+                             f"columns: {data.column_names}") from None
+    if len(rows) < 2:
+        raise SetupError(f"dataset {source!r} has fewer than 2 rows")
+    random.Random(seed).shuffle(rows)
+    n_heldout = min(heldout, len(rows) // 5 or 1)
+    return rows[n_heldout:], rows[:n_heldout]
+
+
+def format_prompt(tokenizer, prompt) -> str:
+    """The text the policy continues: the chat template (asking for \\boxed{}) when the
+    tokenizer has one, else the prompt as it is."""
+    if getattr(tokenizer, "chat_template", None):
+        messages = prompt if isinstance(prompt, list) else [
+            {"role": "user", "content": f"{prompt}\n{BOXED_INSTRUCTION}"}]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if isinstance(prompt, list):
+        return "\n".join(m["content"] for m in prompt)
+    return str(prompt)

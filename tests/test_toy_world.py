@@ -1,0 +1,86 @@
+"""The toy world: deterministic problems, a corpus with a real length gap, a real tokenizer."""
+import random
+
+import pytest
+import torch
+
+from lm_setup import char_tokenizer, load_model, load_tokenizer, tiny_qwen3
+from toy_tasks import ToyWorld, length_stats, make_problems, warmup_corpus
+from verifier import verify
+
+
+def test_task_generator_is_deterministic_and_splits_are_disjoint():
+    train_a, held_a = make_problems(seed=0)
+    train_b, held_b = make_problems(seed=0)
+    assert train_a["prompt"] == train_b["prompt"] and held_a["prompt"] == held_b["prompt"]
+    assert set(train_a["prompt"]).isdisjoint(held_a["prompt"])
+    assert make_problems(seed=1)[1]["prompt"] != held_a["prompt"]
+    assert set(train_a.column_names) == {"prompt", "answer"}
+    assert all(verify(str(eval(p[:-1])), a) == 1.0 for p, a in zip(held_a["prompt"][:50], held_a["answer"][:50]))
+
+
+def test_corpus_styles_have_the_promised_lengths_and_correctness():
+    train, _ = make_problems()
+    answers = dict(zip(train["prompt"], train["answer"]))
+    for sign in ("wrong-long", "right-long"):
+        world = ToyWorld("gap", sign, gap_size=18, corpus_error=0.1)
+        pairs = warmup_corpus(world, train["prompt"], 2000, seed=0)
+        lengths = torch.tensor([len(r) + 1 for _, r in pairs])
+        rewards = torch.tensor([verify(r, answers[p]) for p, r in pairs])
+        stats = length_stats(lengths, rewards)
+        if sign == "wrong-long":
+            assert stats["wrong_over_right"] >= 2
+        else:
+            assert stats["len_right"] > stats["len_wrong"]
+    world = ToyWorld("variance", gap_size=18)
+    pairs = warmup_corpus(world, train["prompt"], 2000, seed=0)
+    lengths = torch.tensor([len(r) + 1 for _, r in pairs])
+    rewards = torch.tensor([verify(r, answers[p]) for p, r in pairs])
+    stats = length_stats(lengths, rewards)
+    assert stats["std_over_mean"] >= 0.5 and 0.8 <= stats["wrong_over_right"] <= 1.25
+
+
+def test_forced_prefixes_follow_the_regime():
+    rng = random.Random(0)
+    slips = [ToyWorld("gap", "wrong-long", force_frac=0.3).forced_prefix("57+6+3=", rng) for _ in range(1000)]
+    assert set(slips) == {"", "57"} and 0.25 < slips.count("57") / 1000 < 0.35
+    assert ToyWorld("gap", "right-long", force_frac=1.0).forced_prefix("57+6+3=", rng) == "63?"
+    assert ToyWorld("variance", force_frac=1.0).forced_prefix("57+6+3=", rng) == ""
+
+
+def test_gap_size_knob_sets_the_ramble_length():
+    train, _ = make_problems()
+    short = ToyWorld("gap", gap_size=8, corpus_error=0.0)
+    long = ToyWorld("gap", gap_size=30, corpus_error=0.0)
+    mean_tilde = lambda w: sum(r.count("~") for _, r in warmup_corpus(w, train["prompt"], 1000, 0) if "~" in r) / \
+        sum(1 for _, r in warmup_corpus(w, train["prompt"], 1000, 0) if "~" in r)
+    assert mean_tilde(short) == pytest.approx(8, abs=1.5) and mean_tilde(long) == pytest.approx(30, abs=1.5)
+
+
+def test_bad_world_settings_are_refused():
+    with pytest.raises(ValueError):
+        ToyWorld("nope")
+    with pytest.raises(ValueError):
+        ToyWorld("gap", "sideways")
+
+
+def test_length_stats_on_known_lengths():
+    stats = length_stats(torch.tensor([6, 6, 24, 24, 24, 6]), torch.tensor([1, 1, 0, 0, 0, 1]))
+    assert stats["len_right"] == 6 and stats["len_wrong"] == 24 and stats["wrong_over_right"] == 4
+    assert stats["len_mean"] == 15 and stats["std_over_mean"] == pytest.approx(9 / 15)
+    all_right = length_stats(torch.tensor([3, 5]), torch.tensor([1, 1]))
+    assert all_right["len_wrong"] != all_right["len_wrong"]                     # NaN, not an error
+
+
+def test_char_tokenizer_round_trips_and_saved_model_gives_identical_logits(tmp_path):
+    tokenizer = char_tokenizer()
+    ids = tokenizer.encode("57+6+3=57 ~~~ 60", add_special_tokens=False)
+    assert len(ids) == len("57+6+3=57 ~~~ 60") and tokenizer.decode(ids) == "57+6+3=57 ~~~ 60"
+    model = tiny_qwen3(tokenizer).eval()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded, loaded_tok = load_model(str(tmp_path)).eval(), load_tokenizer(str(tmp_path))
+    assert loaded_tok.encode("12+3=", add_special_tokens=False) == tokenizer.encode("12+3=", add_special_tokens=False)
+    batch = torch.tensor([ids])
+    with torch.no_grad():
+        assert torch.equal(model(batch).logits, loaded(batch).logits)

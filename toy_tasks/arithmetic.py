@@ -1,0 +1,130 @@
+"""Running-sum arithmetic with a length gap that RL cannot switch off.
+
+A problem is `ab+c+d=` (a two-digit number, two one-digit numbers). The answer is
+written as running sums, the last one being the final answer:
+
+    prompt  57+6+3=
+    plain   63 66                 57+6 = 63, 63+3 = 66         right, 6 tokens with EOS
+    slip    57 ~~~~~~~~~~~~~~ 60  repeats 57 (a slip), rambles, carries on: wrong, long
+    check   63?~~~~~~~~~~~~~ 66   a careful re-check before the last sum: right, long
+    ramble  63 ~~~~~~~~~~ 66      a ramble unrelated to correctness (variance regime)
+
+The warm-up corpus teaches these styles; during RL the *environment* keeps the
+length gap alive by forcing the start of a fraction of the responses (`force_frac`).
+The forced characters are part of the prompt, not of the loss:
+
+- regime `gap`, gap_sign `wrong-long`: the environment forces a slip (`57`); the
+  warmed-up policy then rambles and answers wrong. Wrong answers are long.
+- regime `gap`, gap_sign `right-long`: the environment forces a re-check (`63?`);
+  the policy rambles and then finishes correctly. Right answers are long.
+- regime `variance`: nothing is forced; half the corpus rambles after the first sum
+  whatever the outcome, so lengths spread widely while right and wrong answers have
+  about the same mean length.
+
+`gap_size` is the mean ramble length in the corpus: the size of the gap. Why force
+instead of letting the model choose? A style the policy picks with its first token
+is unlearned within 10-30 RL steps under every rule, and the rules stop differing
+(shared/toy-findings.md). A forced slip is a mistake the policy cannot avoid, only
+react to.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+from datasets import Dataset
+
+VOCAB_CHARS = "0123456789+=~? "
+REGIMES = ("gap", "variance")
+GAP_SIGNS = ("wrong-long", "right-long")
+
+
+def make_problems(seed: int = 0, heldout_fraction: float = 0.1) -> tuple[Dataset, Dataset]:
+    """All 90 * 9 * 9 problems `ab+c+d=`, shuffled by `seed`, split into disjoint
+    train and held-out `datasets.Dataset`s with columns `prompt` and `answer`."""
+    problems = [(a, c, d) for a in range(10, 100) for c in range(1, 10) for d in range(1, 10)]
+    random.Random(seed).shuffle(problems)
+    n_heldout = int(len(problems) * heldout_fraction)
+
+    def to_dataset(rows):
+        return Dataset.from_dict({
+            "prompt": [f"{a}+{c}+{d}=" for a, c, d in rows],
+            "answer": [str(a + c + d) for a, c, d in rows],
+        })
+    return to_dataset(problems[n_heldout:]), to_dataset(problems[:n_heldout])
+
+
+def _parse(prompt: str) -> tuple[int, int, int]:
+    a, c, d = prompt.rstrip("=").split("+")
+    return int(a), int(c), int(d)
+
+
+def _ramble(rng: random.Random, gap_size: int) -> str:
+    spread = max(2, gap_size // 4)
+    return "~" * rng.randint(max(1, gap_size - spread), gap_size + spread)
+
+
+@dataclass
+class ToyWorld:
+    """The toy environment: its corpus, its forced prefixes, its problems."""
+    regime: str = "gap"
+    gap_sign: str = "wrong-long"
+    gap_size: int = 18          # mean ramble length, in tokens
+    force_frac: float = 0.3     # fraction of RL responses whose start the environment forces
+    corpus_error: float = 0.1   # corpus rate of a wrong last sum in the plain style
+
+    def __post_init__(self):
+        if self.regime not in REGIMES:
+            raise ValueError(f"unknown regime {self.regime!r}; choose from {REGIMES}")
+        if self.gap_sign not in GAP_SIGNS:
+            raise ValueError(f"unknown gap sign {self.gap_sign!r}; choose from {GAP_SIGNS}")
+        if not 0.0 <= self.force_frac <= 1.0:
+            raise ValueError("force_frac must lie in [0, 1]")
+
+    # ---- the supervised warm-up corpus
+    def response(self, prompt: str, rng: random.Random) -> str:
+        """One corpus response for `prompt`, in a style drawn with the corpus's odds."""
+        a, c, d = _parse(prompt)
+        first, last = a + c, a + c + d
+        if rng.random() < self.corpus_error:
+            last += rng.choice([-2, -1, 1, 2])
+        style = rng.random()
+        if self.regime == "variance":
+            return f"{first} {_ramble(rng, self.gap_size)} {last}" if style < 0.5 else f"{first} {last}"
+        if self.gap_sign == "wrong-long" and style < 0.15:
+            return f"{a} {_ramble(rng, self.gap_size)} {a + d}"          # slip: repeat a, carry on
+        if self.gap_sign == "right-long" and style < 0.15:
+            return f"{first}?{_ramble(rng, self.gap_size)} {a + c + d}"  # re-check, then right
+        return f"{first} {last}"
+
+    # ---- what the environment forces during RL
+    def forced_prefix(self, prompt: str, rng: random.Random) -> str:
+        """The start of the response the environment imposes ('' for most prompts)."""
+        if self.regime == "variance" or rng.random() >= self.force_frac:
+            return ""
+        a, c, _ = _parse(prompt)
+        return f"{a}" if self.gap_sign == "wrong-long" else f"{a + c}?"
+
+
+def warmup_corpus(world: ToyWorld, prompts: list[str], n: int, seed: int) -> list[tuple[str, str]]:
+    """n (prompt, response) pairs drawn from `prompts` with the world's styles."""
+    rng = random.Random(seed)
+    return [(p, world.response(p, rng)) for p in (rng.choice(prompts) for _ in range(n))]
+
+
+def length_stats(lengths: torch.Tensor, rewards: torch.Tensor) -> dict[str, float]:
+    """Regime statistics of one batch of rollouts (lengths: (B,), rewards: (B,) in {0, 1}).
+
+    `wrong_over_right` is the gap (>= 2 in regime gap/wrong-long); `std_over_mean` the
+    spread (>= 0.5 in regime variance). NaN where a side is empty.
+    """
+    lengths, rewards = lengths.float(), rewards.float()
+    right, wrong = lengths[rewards > 0.5], lengths[rewards <= 0.5]
+    len_right = right.mean().item() if right.numel() else float("nan")
+    len_wrong = wrong.mean().item() if wrong.numel() else float("nan")
+    mean = lengths.mean().item()
+    std = lengths.std(unbiased=False).item()
+    return {"len_mean": mean, "len_std": std, "len_right": len_right, "len_wrong": len_wrong,
+            "wrong_over_right": len_wrong / len_right if right.numel() and len_right > 0 else float("nan"),
+            "std_over_mean": std / mean if mean > 0 else float("nan")}
