@@ -470,12 +470,12 @@ def build(args: Args, log=print):
     import lm_setup
     from toy_tasks import ToyWorld, make_problems
     if args.model:
-        policy = lm_setup.load_model(args.model, args.dtype, args.attn_implementation)
-        tokenizer = lm_setup.load_tokenizer(args.model)
         if not args.dataset:
             raise UsageError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
         train, heldout = lm_setup.load_prompt_dataset(args.dataset, args.prompt_column, args.answer_column,
                                                       args.dataset_split, args.eval_prompts)
+        policy = lm_setup.load_model(args.model, args.dtype, args.attn_implementation)
+        tokenizer = lm_setup.load_tokenizer(args.model)
         task = Task(train, heldout, lambda p: lm_setup.format_prompt(tokenizer, p), lambda p, rng: "")
     else:
         world = ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac)

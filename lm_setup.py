@@ -16,12 +16,17 @@ import os
 import random
 import time
 
+import datasets
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen3Config
 
+from transformers.utils import logging as hf_logging
+
 from toy_tasks import VOCAB_CHARS, ToyWorld, make_problems, warmup_corpus
 
+hf_logging.disable_progress_bar()         # per-load progress bars would drown the training log
+datasets.disable_progress_bars()
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 

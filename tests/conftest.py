@@ -7,3 +7,20 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny Qwen3 and a tokenizer with a chat template, saved like a hub checkpoint."""
+    from lm_setup import char_tokenizer, tiny_qwen3
+    path = tmp_path_factory.mktemp("tiny_qwen3")
+    tokenizer = char_tokenizer(
+        "0123456789+-*/=~?. abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\\{}()[]:,\n<|>_")
+    tokenizer.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+                               "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    model = tiny_qwen3(tokenizer)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)

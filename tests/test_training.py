@@ -1,0 +1,178 @@
+"""End-to-end GRPO on the toy at tiny sizes: runs, determinism, resume, bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import grpo_ba
+from grpo_ba import Args, grpo_update, main, parse_args, response_mask_from_eos, train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("warmup_cache"))
+
+
+def tiny_args(out, cache_dir, **overrides):
+    base = dict(aggregator="balanced", steps=2, group_size=4, prompts_per_step=4, max_new_tokens=28,
+                eval_every=1, eval_prompts=8, warmup_steps=300, output_dir=str(out), cache_dir=cache_dir,
+                log_every=1, threads=1)
+    base.update(overrides)
+    return Args(**base)
+
+
+def read_metrics(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+REQUIRED = {"step", "reward_mean", "len_mean", "len_std", "len_pos", "len_neg", "pg_loss", "pos_share",
+            "clip_frac", "entropy", "grad_norm", "kl", "accuracy", "skipped_updates"}
+
+
+@pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
+def test_two_step_run_writes_args_and_metrics_for_each_rule(rule, tmp_path, cache_dir):
+    out = train(tiny_args(tmp_path / rule, cache_dir, aggregator=rule), log=lambda *a: None)
+    metrics = read_metrics(out)
+    assert [m["step"] for m in metrics] == [0, 1]
+    assert REQUIRED <= set(metrics[0])
+    assert json.load(open(os.path.join(out, "args.json")))["aggregator"] == rule
+    assert all(m["skipped_updates"] == 0 for m in metrics)
+    assert any(m["pos_share"] is not None for m in metrics)
+    assert all(m["pos_share"] == m[f"pos_share_{rule}"] for m in metrics)
+
+
+def test_same_seed_gives_identical_metrics_and_a_different_seed_does_not(tmp_path, cache_dir):
+    strip = lambda ms: [{k: v for k, v in m.items() if k != "step_time"} for m in ms]
+    a = strip(read_metrics(train(tiny_args(tmp_path / "a", cache_dir, seed=3), log=lambda *a: None)))
+    b = strip(read_metrics(train(tiny_args(tmp_path / "b", cache_dir, seed=3), log=lambda *a: None)))
+    c = strip(read_metrics(train(tiny_args(tmp_path / "c", cache_dir, seed=4), log=lambda *a: None)))
+    assert a == b
+    assert a != c
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, cache_dir):
+    strip = lambda ms: [{k: v for k, v in m.items() if k != "step_time"} for m in ms]
+    full = read_metrics(train(tiny_args(tmp_path / "full", cache_dir, steps=4), log=lambda *a: None))
+    # A run that "died" after step 1: its checkpoint (step 1) plus a half-finished step 2 line.
+    mid = tmp_path / "mid"
+    train(tiny_args(mid, cache_dir, steps=2, save_every=2), log=lambda *a: None)
+    assert torch.load(mid / "checkpoint.pt", weights_only=False)["step"] == 1
+    args_json = json.load(open(mid / "args.json"))
+    args_json["steps"] = 4
+    json.dump(args_json, open(mid / "args.json", "w"))
+    with open(mid / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({**full[2], "reward_mean": -1.0}) + "\n")
+    assert main(["--resume", str(mid)]) == 0
+    assert strip(read_metrics(mid)) == strip(full)
+
+
+def test_sigint_saves_a_checkpoint_and_leaves_valid_jsonl(tmp_path, cache_dir):
+    out = tmp_path / "interrupted"
+    code = (f"import os, signal, sys; sys.path.insert(0, {REPO!r}); import grpo_ba\n"
+            f"orig = grpo_ba.step_diagnostics\n"
+            f"def hook(*a, **k):\n    os.kill(os.getpid(), signal.SIGINT)\n    return orig(*a, **k)\n"
+            f"grpo_ba.step_diagnostics = hook\n"
+            f"sys.exit(grpo_ba.main(['--aggregator', 'token', '--steps', '5', '--group-size', '4', '--prompts-per-step', '2',"
+            f" '--max-new-tokens', '28', '--eval-prompts', '8', '--warmup-steps', '300', '--cache-dir', {cache_dir!r},"
+            f" '--output-dir', {str(out)!r}]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    metrics = read_metrics(out)                                   # every line parses
+    assert [m["step"] for m in metrics] == [0]
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 0
+
+
+def test_mask_covers_a_sampled_pad_and_stops_after_the_first_eos():
+    eos, pad = 2, 0
+    response = torch.tensor([[5, pad, 6, eos, pad, pad], [5, 6, 7, 8, 9, 9], [eos, pad, pad, pad, pad, pad]])
+    mask, truncated = response_mask_from_eos(response, eos)
+    assert mask.tolist() == [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0]]
+    assert truncated.tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("case", ["all_right", "all_wrong", "empty", "all_truncated"])
+@pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
+def test_degenerate_batches_give_finite_updates(case, rule, tmp_path, cache_dir):
+    import lm_setup
+    from toy_tasks import ToyWorld
+    policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
+    args = tiny_args(tmp_path, cache_dir, aggregator=rule)
+    prompt = tokenizer(["<bos>12+3+4="] * 8, return_tensors="pt", add_special_tokens=False)
+    T = args.max_new_tokens
+    response = torch.full((8, T), tokenizer.convert_tokens_to_ids("~"))
+    if case == "empty":
+        response[:, 0] = tokenizer.eos_token_id
+    if case in ("all_right", "all_wrong"):
+        response[:, 5] = tokenizer.eos_token_id
+    mask, truncated = response_mask_from_eos(response, tokenizer.eos_token_id)
+    batch = grpo_ba.Rollout(torch.cat([prompt["input_ids"], response], 1), torch.cat([prompt["attention_mask"], mask], 1),
+                            mask, [""] * 8, truncated)
+    rewards = torch.tensor([1.0] * 8 if case == "all_right" else [0.0] * 8 if case != "empty" else [1.0, 0] * 4)
+    before = [p.detach().clone() for p in policy.parameters()]
+    stats = grpo_update(policy, None, torch.optim.AdamW(policy.parameters(), lr=1e-3, weight_decay=0.0), batch, rewards, args)
+    assert all(v == v and abs(v) != float("inf") for v in stats.values())
+    assert stats["skipped_updates"] == 0
+    assert all(torch.isfinite(p).all() for p in policy.parameters())
+    if case in ("all_right", "all_wrong"):                        # A = 0: nothing moves
+        assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+
+
+def test_non_finite_gradients_skip_the_update_and_are_logged(tmp_path, cache_dir, monkeypatch):
+    import lm_setup
+    from toy_tasks import ToyWorld
+    policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
+    args = tiny_args(tmp_path, cache_dir)
+    prompt = tokenizer(["<bos>12+3+4="] * 4, return_tensors="pt", add_special_tokens=False)
+    response = torch.tensor([[10, 11, 2] + [0] * 3] * 4)
+    mask, truncated = response_mask_from_eos(response, 2)
+    batch = grpo_ba.Rollout(torch.cat([prompt["input_ids"], response], 1), torch.cat([prompt["attention_mask"], mask], 1),
+                            mask, [""] * 4, truncated)
+    real = grpo_ba.clipped_token_loss
+    monkeypatch.setattr(grpo_ba, "clipped_token_loss", lambda *a, **k: real(*a, **k) * float("nan"))
+    before = [p.detach().clone() for p in policy.parameters()]
+    stats = grpo_update(policy, None, torch.optim.AdamW(policy.parameters(), lr=1e-3, weight_decay=0.0), batch, torch.tensor([1.0, 0, 1, 0]), args)
+    assert stats["skipped_updates"] == args.inner_updates
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+
+
+BAD_INPUTS = [
+    (["--aggregator", "mean"], "invalid choice"),
+    (["--aggregator", "token", "--group-size", "1"], "group-size"),
+    (["--aggregator", "token", "--micro-batch-size", "7"], "does not divide"),
+    (["--aggregator", "token", "--model", "/no/such/model", "--dataset", "x.jsonl"], "does not exist"),
+    (["--aggregator", "token", "--model", "{tiny}", "--dataset", "/no/such.jsonl"], "does not exist"),
+    (["--aggregator", "token", "--model", "{tiny}", "--dataset", "{data}", "--answer-column", "gold"], "no column"),
+    (["--aggregator", "token", "--output-dir", "/proc/forbidden"], "cannot write"),
+    (["--resume", "/no/such/run"], "No such file"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_INPUTS, ids=[m for _, m in BAD_INPUTS])
+def test_bad_input_gives_one_line_error_and_exit_code_2(argv, message, tmp_path, tiny_model_dir):
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"prompt": "1+1", "answer": "2"}\n{"prompt": "2+2", "answer": "4"}\n{"prompt": "3+3", "answer": "6"}\n')
+    argv = [a.replace("{tiny}", tiny_model_dir).replace("{data}", str(data)) for a in argv]
+    result = subprocess.run([sys.executable, os.path.join(REPO, "grpo_ba.py"), *argv], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("grpo_ba.py: error:") and message in lines[0], result.stderr
+
+
+def test_help_lists_every_argument():
+    result = subprocess.run([sys.executable, os.path.join(REPO, "grpo_ba.py"), "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    import dataclasses
+    for f in dataclasses.fields(Args):
+        assert "--" + f.name.replace("_", "-") in result.stdout
+
+
+def test_preset_sets_defaults_that_flags_override():
+    args = parse_args(["--preset", "qwen3-1.7b", "--aggregator", "balanced", "--lr", "2e-6"])
+    assert args.dtype == "bfloat16" and args.gradient_checkpointing and args.lr == 2e-6
