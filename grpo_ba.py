@@ -487,7 +487,7 @@ def build(args: Args, log=print):
     if args.dtype != "float32":
         policy = policy.to(lm_setup.DTYPES[args.dtype])
     if args.gradient_checkpointing:
-        policy.gradient_checkpointing_enable()
+        getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()
     return policy, tokenizer, task
 
 
