@@ -28,7 +28,24 @@ Choices where GRPO implementations disagree (each pinned by a test in tests/):
 """
 from __future__ import annotations
 
+import argparse
+import copy
+import dataclasses
+import json
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
 import torch
+from tqdm import tqdm
+
+import lm_setup
+import run_io
+from toy_tasks import length_stats
+from verifier import verify
 
 # =====================================================================================
 # 1. Group-relative advantages (method §1)
@@ -191,15 +208,6 @@ def sign_weights(mask, advantages, group_size, aggregator):
 # =====================================================================================
 # 4. Arguments: one dataclass, every field's help becomes --help
 # =====================================================================================
-import argparse  # noqa: E402  (the math core above needs nothing but torch)
-import dataclasses
-import json
-import os
-import random
-import signal
-import sys
-import time
-from dataclasses import dataclass, field
 
 
 def _arg(default, help):  # noqa: A002
@@ -452,43 +460,6 @@ def step_diagnostics(rewards, mask, args) -> dict:
 # =====================================================================================
 # 8. The training loop: rollout -> reward -> update, logged, checkpointed, resumable
 # =====================================================================================
-import copy  # noqa: E402
-
-from verifier import verify  # noqa: E402
-
-
-@dataclass
-class Task:
-    train: list                   # [{"prompt", "answer"}]
-    heldout: list
-    prompt_text: object           # prompt -> the text the policy continues
-    forced_prefix: object         # (prompt, random.Random) -> forced start of the response ('' = none)
-
-
-def build(args: Args, log=print):
-    """The policy, its tokenizer and the task: the toy (default) or --model/--dataset."""
-    import lm_setup
-    from toy_tasks import ToyWorld, make_problems
-    if args.model:
-        if not args.dataset:
-            raise UsageError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
-        train, heldout = lm_setup.load_prompt_dataset(args.dataset, args.prompt_column, args.answer_column,
-                                                      args.dataset_split, args.eval_prompts)
-        policy = lm_setup.load_model(args.model, args.dtype, args.attn_implementation)
-        tokenizer = lm_setup.load_tokenizer(args.model)
-        task = Task(train, heldout, lambda p: lm_setup.format_prompt(tokenizer, p), lambda p, rng: "")
-    else:
-        world = ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac)
-        warmup_steps = args.warmup_steps or WARMUP_STEPS[args.regime]
-        policy, tokenizer, _ = lm_setup.load_or_warmup_toy(args.cache_dir, world, warmup_steps, args.warmup_seed, log)
-        train, heldout = make_problems()
-        bos = tokenizer.bos_token
-        task = Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix)
-    if args.dtype != "float32":
-        policy = policy.to(lm_setup.DTYPES[args.dtype])
-    if args.gradient_checkpointing:
-        getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()
-    return policy, tokenizer, task
 
 
 def evaluate(policy, tokenizer, task, args) -> float:
@@ -511,54 +482,22 @@ def seed_step(seed: int, step: int) -> int:
     return step_seed
 
 
-def save_checkpoint(path, policy, optimizer, step):
-    """Model, optimizer, RNG states and step, written atomically (temp file, then rename)."""
-    state = {"step": step, "model": policy.state_dict(), "optimizer": optimizer.state_dict(),
-             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-    tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
-def _prepare_output_dir(args: Args) -> str:
-    out = args.output_dir
-    try:
-        os.makedirs(out, exist_ok=True)
-        probe = os.path.join(out, ".write_test")
-        open(probe, "w").close()
-        os.remove(probe)
-    except OSError as err:
-        raise UsageError(f"cannot write to output directory {out!r}: {err.strerror}") from None
-    return out
-
-
 def train(args: Args, log=print) -> str:
     """One GRPO run with one rule. Writes args.json, metrics.jsonl (one object per step)
     and checkpoint.pt; returns the output directory."""
-    from tqdm import tqdm
-    out = _prepare_output_dir(args)
+    out = run_io.prepare_output_dir(args.output_dir)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
-    policy, tokenizer, task = build(args, log)
+    policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)
     policy.to(device)
     reference = copy.deepcopy(policy).eval().requires_grad_(False) if args.beta > 0 else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
     metrics_path, ckpt_path = os.path.join(out, "metrics.jsonl"), os.path.join(out, "checkpoint.pt")
     start = 0
     if args.resume:
-        state = torch.load(ckpt_path, map_location=device, weights_only=False)
-        policy.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
-        random.setstate(state["python_rng"])
-        start = state["step"] + 1
-        with open(metrics_path) as f:                 # drop lines written after the checkpoint
-            kept = [line for line in f if line.strip() and json.loads(line)["step"] < start]
-        with open(metrics_path, "w") as f:
-            f.writelines(kept)
+        start = run_io.restore_checkpoint(ckpt_path, policy, optimizer, metrics_path, device)
         log(f"resuming {out} at step {start}")
     else:
         with open(os.path.join(out, "args.json"), "w") as f:
@@ -588,14 +527,12 @@ def train(args: Args, log=print) -> str:
             policy.train()
             metrics.update(grpo_update(policy, reference, optimizer, batch, rewards.to(device), args))
             lengths = batch.response_mask.sum(1).float().cpu()
-            from toy_tasks import length_stats
             regime = length_stats(lengths, rewards)
             metrics.update(len_right=regime["len_right"], len_wrong=regime["len_wrong"],
                            truncated_frac=batch.truncated.float().mean().item(),
                            forced_frac=sum(bool(f) for f in forced) / len(forced),
                            step_time=time.time() - step_start)
-            with open(metrics_path, "a") as f:
-                f.write(json.dumps(_finite_or_null(metrics)) + "\n")
+            run_io.append_metrics(metrics_path, metrics)
             if step == start:
                 log(f"step-0 rollouts: wrong/right mean length {regime['wrong_over_right']:.2f} "
                     f"(right {regime['len_right']:.1f}, wrong {regime['len_wrong']:.1f}), "
@@ -607,7 +544,7 @@ def train(args: Args, log=print) -> str:
                           f"pg_loss {metrics['pg_loss']:+.4f} pos_share {_fmt(metrics['pos_share'], 2)} "
                           f"({metrics['step_time']:.2f}s/step)")
             if interrupted or (args.save_every and (step + 1) % args.save_every == 0):
-                save_checkpoint(ckpt_path, policy, optimizer, step)
+                run_io.save_checkpoint(ckpt_path, policy, optimizer, step)
             if interrupted:
                 log(f"interrupted: checkpoint of step {step} saved; continue with --resume {out}")
                 break
@@ -618,11 +555,6 @@ def train(args: Args, log=print) -> str:
 
 def _fmt(value, digits=1):
     return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def _finite_or_null(metrics):
-    """NaN / inf are not JSON: write null so metrics.jsonl stays valid JSONL."""
-    return {k: (None if isinstance(v, float) and not (v == v and abs(v) != float("inf")) else v) for k, v in metrics.items()}
 
 
 # =====================================================================================
@@ -650,20 +582,12 @@ def run_sweep(args: Args, log=print):
         for seed in range(args.seeds):
             for rule in AGGREGATORS:
                 out = os.path.join(base, f"{regime}-{rule}-s{seed}")
-                if _finished(out, args.steps):
+                if run_io.is_finished(out, args.steps):
                     log(f"skip {out}: already complete")
                     continue
                 train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out), log)
     import plots
     plots.report(base, args.figures_dir or None, log=log)
-
-
-def _finished(out, steps):
-    try:
-        with open(os.path.join(out, "metrics.jsonl")) as f:
-            return sum(1 for line in f if line.strip()) >= steps
-    except OSError:
-        return False
 
 
 def main(argv=None) -> int:

@@ -15,6 +15,7 @@ import math
 import os
 import random
 import time
+from dataclasses import dataclass
 
 import datasets
 import torch
@@ -129,6 +130,40 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
     else:
         os.replace(tmp, path)
     return load_model(path, dtype="float32"), load_tokenizer(path), path
+
+
+# ------------------------------------------------------------------ what grpo_ba.py trains on
+
+@dataclass
+class Task:
+    train: list                   # [{"prompt", "answer"}]
+    heldout: list
+    prompt_text: object           # prompt -> the text the policy continues
+    forced_prefix: object         # (prompt, random.Random) -> forced start of the response ('' = none)
+
+
+def build(args, warmup_steps_by_regime, log=print):
+    """The policy, its tokenizer and the task: the toy (default) or --model/--dataset."""
+    if args.model:
+        if not args.dataset:
+            raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
+        train, heldout = load_prompt_dataset(args.dataset, args.prompt_column, args.answer_column,
+                                             args.dataset_split, args.eval_prompts)
+        policy = load_model(args.model, args.dtype, args.attn_implementation)
+        tokenizer = load_tokenizer(args.model)
+        task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "")
+    else:
+        world = ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac)
+        warmup_steps = args.warmup_steps or warmup_steps_by_regime[args.regime]
+        policy, tokenizer, _ = load_or_warmup_toy(args.cache_dir, world, warmup_steps, args.warmup_seed, log)
+        train, heldout = make_problems()
+        bos = tokenizer.bos_token
+        task = Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix)
+    if args.dtype != "float32":
+        policy = policy.to(DTYPES[args.dtype])
+    if args.gradient_checkpointing:
+        getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()
+    return policy, tokenizer, task
 
 
 # ------------------------------------------------------------------ the real path

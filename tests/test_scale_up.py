@@ -1,6 +1,5 @@
 """The real-model path: --model DIR with a chat template and a local dataset, micro-batching, bf16."""
 import json
-import os
 
 import pytest
 import torch

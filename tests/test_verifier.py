@@ -1,5 +1,4 @@
 """verifier.py: formats, exact values, and model text that must never run."""
-import os
 import time
 from fractions import Fraction
 
