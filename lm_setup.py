@@ -57,7 +57,7 @@ def tiny_qwen3(tokenizer, hidden: int = 64, layers: int = 2, heads: int = 4, see
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
         head_dim=hidden // heads, max_position_embeddings=128, tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id)
+        eos_token_id=tokenizer.eos_token_id, attn_implementation="sdpa")
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config)
 

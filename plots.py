@@ -165,7 +165,8 @@ def plot_training(seed_runs_by_rule, regime, path):
             std = [_std(by_step[s]) for s in steps]
             if key not in ("accuracy",) and len(steps) > 20:          # smooth noisy per-step curves
                 mean, std = _smooth(mean), _smooth(std)
-            ax.plot(steps, mean, color=COLORS.get(rule), label=f"{rule} ({len(seed_runs)} seeds)", lw=1.6)
+            ax.plot(steps, mean, color=COLORS.get(rule), label=f"{rule} ({len(seed_runs)} seeds)", lw=1.6,
+                    ls="--" if rule == "balanced" else "-")
             ax.fill_between(steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
                             color=COLORS.get(rule), alpha=0.2, lw=0)
         ax.set(title=title, xlabel="step")
