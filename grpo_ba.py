@@ -260,7 +260,7 @@ class Args:
     dataset_split: str = _arg("train", "split of a hub dataset")
     prompt_column: str = _arg("prompt", "column with the prompt (a string or chat messages); dots reach inside")
     answer_column: str = _arg("answer", "column with the gold answer, e.g. 'reward_model.ground_truth'")
-    preset: str = _arg("", "'qwen3-1.7b': sets the values of PRESETS['qwen3-1.7b'] (see README); flags still override")
+    preset: str = _arg("", "one-GPU settings as new defaults (explicit flags still override)")
     dtype: str = _arg("float32", "float32 | bfloat16 | float16 for weights and compute")
     gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
     attn_implementation: str = _arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
@@ -297,7 +297,11 @@ def parse_args(argv=None) -> Args:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
         else:
             kind = {"int": int, "float": float, "str": str}[f.type if isinstance(f.type, str) else f.type.__name__]
-            parser.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=f.metadata["help"])
+            text = f.metadata["help"]
+            if f.name == "preset":                   # show every value a preset sets
+                text += "; " + "; ".join(f"{name}: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in values.items())
+                                         for name, values in PRESETS.items())
+            parser.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=text)
     preset, _ = parser.parse_known_args(argv)
     parser.set_defaults(**PRESETS.get(preset.preset, {}))   # preset values are defaults; flags win
     return Args(**vars(parser.parse_args(argv)))
@@ -506,7 +510,12 @@ def train(args: Args, log=print) -> str:
         open(metrics_path, "w").close()
 
     interrupted = []
-    previous_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+
+    def on_sigint(*_):                             # first Ctrl-C: finish the step, save, stop
+        if interrupted:
+            raise KeyboardInterrupt                # second Ctrl-C: stop now
+        interrupted.append(True)
+    previous_handler = signal.signal(signal.SIGINT, on_sigint)
     G, P = args.group_size, args.prompts_per_step
     try:
         bar = tqdm(range(start, args.steps), desc=f"{args.aggregator:>8s}", initial=start, total=args.steps,
@@ -548,7 +557,7 @@ def train(args: Args, log=print) -> str:
                 run_io.save_checkpoint(ckpt_path, policy, optimizer, step)
             if interrupted:
                 log(f"interrupted: checkpoint of step {step} saved; continue with --resume {out}")
-                break
+                raise KeyboardInterrupt            # stops a demo or sweep too, not just this run
     finally:
         signal.signal(signal.SIGINT, previous_handler)
     return out
@@ -612,6 +621,9 @@ def main(argv=None) -> int:
             args.output_dir = args.output_dir or f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
             train(args)
         return 0
+    except KeyboardInterrupt:
+        print("grpo_ba.py: interrupted", file=sys.stderr)
+        return 130
     except (UsageError, OSError, json.JSONDecodeError) as err:
         print(f"grpo_ba.py: error: {err}", file=sys.stderr)
         return 2

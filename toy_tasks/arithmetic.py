@@ -6,7 +6,7 @@ written as running sums, the last one being the final answer:
     prompt  57+6+3=
     plain   63 66                 57+6 = 63, 63+3 = 66         right, 6 tokens with EOS
     slip    57 ~~~~~~~~~~~~~~ 60  repeats 57 (a slip), rambles, carries on: wrong, long
-    check   63?~~~~~~~~~~~~~ 66   a careful re-check before the last sum: right, long
+    check   63 66?~~~~~~~~~~~~~~  the right answer, then a long re-check: right, long
     ramble  63 ~~~~~~~~~~ 66      a ramble unrelated to correctness (variance regime)
 
 The warm-up corpus teaches these styles; during RL the *environment* keeps the
@@ -15,8 +15,8 @@ The forced characters are part of the prompt, not of the loss:
 
 - regime `gap`, gap_sign `wrong-long`: the environment forces a slip (`57`); the
   warmed-up policy then rambles and answers wrong. Wrong answers are long.
-- regime `gap`, gap_sign `right-long`: the environment forces a re-check (`63?`);
-  the policy rambles and then finishes correctly. Right answers are long.
+- regime `gap`, gap_sign `right-long`: the environment forces a right answer and a
+  re-check mark (`63 66?`); the policy rambles on. Right answers are long.
 - regime `variance`: nothing is forced; half the corpus rambles after the first sum
   whatever the outcome, so lengths spread widely while right and wrong answers have
   about the same mean length.
@@ -94,8 +94,8 @@ class ToyWorld:
             return f"{first} {_ramble(rng, self.gap_size)} {last}" if style < 0.5 else f"{first} {last}"
         if self.gap_sign == "wrong-long" and style < 0.15:
             return f"{a} {_ramble(rng, self.gap_size)} {a + d}"          # slip: repeat a, carry on
-        if self.gap_sign == "right-long" and style < 0.15:
-            return f"{first}?{_ramble(rng, self.gap_size)} {a + c + d}"  # re-check, then right
+        if self.gap_sign == "right-long" and style < 0.05:     # rare: the model should not pick it itself
+            return f"{first} {a + c + d}?{_ramble(rng, self.gap_size)}"  # right answer, then a long re-check
         return f"{first} {last}"
 
     # ---- what the environment forces during RL
@@ -103,8 +103,8 @@ class ToyWorld:
         """The start of the response the environment imposes ('' for most prompts)."""
         if self.regime == "variance" or rng.random() >= self.force_frac:
             return ""
-        a, c, _ = _parse(prompt)
-        return f"{a}" if self.gap_sign == "wrong-long" else f"{a + c}?"
+        a, c, d = _parse(prompt)
+        return f"{a}" if self.gap_sign == "wrong-long" else f"{a + c} {a + c + d}?"
 
 
 def warmup_corpus(world: ToyWorld, prompts: list[str], n: int, seed: int) -> list[tuple[str, str]]:
