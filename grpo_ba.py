@@ -391,18 +391,20 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
     """Advantages -> coefficients c_it of the rule over whole groups -> mu inner updates.
 
     Each inner update accumulates sum_it c_it * l_it over micro-batches, which equals
-    J_rule of the full batch exactly (choice 8). Non-finite loss or gradients skip the
-    optimizer step and are counted in `skipped_updates`.
+    J_rule of the full batch exactly (choice 8). The old log-probs are the first inner
+    update's own log-probs, detached: the policy has not moved yet, so they are the
+    rollout policy's, and the first update sees ratio exactly 1 for one forward pass
+    fewer. Non-finite loss or gradients skip the optimizer step (`skipped_updates`).
     """
     G, T = args.group_size, batch.response_mask.shape[1]
     mask = batch.response_mask.float()                                                    # (B, T)
     advantages = group_advantages(rewards, G, args.adv_scale).to(mask.device)            # (B,)
     coefficients = aggregation_coefficients(mask, advantages, G, args.aggregator)        # (B, T)
     chunks = micro_batches(mask.shape[0], args.micro_batch_size)
-    with torch.no_grad():
-        old_logp = torch.cat([token_logprobs(policy, batch.sequences[c], batch.attention[c], T, args.temperature)[0] for c in chunks])
-        ref_logp = None
-        if reference is not None:
+    old_logp = torch.zeros_like(mask)                                                     # filled by inner update 0
+    ref_logp = None
+    if reference is not None:
+        with torch.no_grad():
             ref_logp = torch.cat([token_logprobs(reference, batch.sequences[c], batch.attention[c], T, args.temperature)[0] for c in chunks])
     stats = {"pg_loss": 0.0, "entropy": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "skipped_updates": 0}
     n_tokens = mask.sum().clamp(min=1)
@@ -411,6 +413,8 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
         total, clipped = 0.0, 0.0
         for c in chunks:
             logp, entropy = token_logprobs(policy, batch.sequences[c], batch.attention[c], T, args.temperature, with_entropy=inner == 0)
+            if inner == 0:
+                old_logp[c] = logp.detach()                                               # pi_old = pi_theta before any step
             token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low, args.eps_high,
                                             None if ref_logp is None else ref_logp[c], args.beta)
             loss = (coefficients[c] * token_loss).sum()                                   # this chunk's share of J
