@@ -85,21 +85,20 @@ def time_trl(rows, opts):
     return sorted(timer.times[1:])[len(timer.times[1:]) // 2]
 
 
-def time_aggregators(rows=1024, width=4096, group_size=8, repeats=5):
+def time_aggregators(rows=1024, width=4096, group_size=8, repeats=21):
     torch.manual_seed(0)
     lengths = torch.randint(1, width + 1, (rows,))
     mask = (torch.arange(width)[None] < lengths[:, None]).float()
     advantages = grpo_ba.group_advantages(torch.randint(0, 2, (rows,)).float(), group_size)
-    result = {}
-    for name, fn in grpo_ba.AGGREGATORS.items():
-        samples = []
-        for _ in range(repeats + 1):
-            loss = torch.randn(rows, width, requires_grad=True)
+    samples = {name: [] for name in grpo_ba.AGGREGATORS}
+    loss = torch.randn(rows, width, requires_grad=True)
+    for _ in range(repeats + 1):                      # interleaved, so drifts in machine load hit all alike
+        for name, fn in grpo_ba.AGGREGATORS.items():
+            loss.grad = None
             start = time.perf_counter()
             fn(loss, mask, advantages, group_size).backward()
-            samples.append(time.perf_counter() - start)
-        result[name] = sorted(samples[1:])[repeats // 2]
-    return result
+            samples[name].append(time.perf_counter() - start)
+    return {name: sorted(times[1:])[repeats // 2] for name, times in samples.items()}
 
 
 def main():
@@ -107,7 +106,7 @@ def main():
     cli.add_argument("--prompts", type=int, default=8, help="P prompts per step")
     cli.add_argument("--group-size", type=int, default=8, help="G responses per prompt")
     cli.add_argument("--new-tokens", type=int, default=32, help="generation length")
-    cli.add_argument("--steps", type=int, default=5, help="timed steps (after one warm-up step)")
+    cli.add_argument("--steps", type=int, default=9, help="timed steps (after one warm-up step)")
     cli.add_argument("--threads", type=int, default=2)
     opts = cli.parse_args()
     warnings.filterwarnings("ignore")
@@ -115,7 +114,7 @@ def main():
     rows = make_problems()[0].to_list()[: opts.prompts * (opts.steps + 2)]
     print(f"one GRPO step: P={opts.prompts} x G={opts.group_size}, up to {opts.new_tokens} new tokens, mu=1, "
           f"tiny Qwen3 ({sum(p.numel() for p in tiny_qwen3(char_tokenizer()).parameters()):,} parameters), "
-          f"{opts.threads} threads, median of {opts.steps} steps")
+          f"{opts.threads} threads, median of {opts.steps} steps after one warm-up step")
     ours = time_ours(rows, opts)
     print(f"grpo_ba.py     {ours * 1000:8.1f} ms/step")
     trl_time = time_trl(rows, opts)
