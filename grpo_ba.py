@@ -261,7 +261,7 @@ class Args:
     prompt_column: str = _arg("prompt", "column with the prompt (a string or chat messages); dots reach inside")
     answer_column: str = _arg("answer", "column with the gold answer, e.g. 'reward_model.ground_truth'")
     preset: str = _arg("", "one-GPU settings as new defaults (explicit flags still override)")
-    dtype: str = _arg("float32", "float32 | bfloat16 | float16 for weights and compute")
+    dtype: str = _arg("float32", "compute dtype (autocast): float32 | bfloat16 | float16; weights and AdamW stay float32")
     gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
     attn_implementation: str = _arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
     device: str = _arg("auto", "auto | cpu | cuda")
@@ -347,14 +347,22 @@ def response_mask_from_eos(response: torch.Tensor, eos_id: int) -> tuple[torch.T
     return (positions <= first_eos[:, None]).long(), ~has_eos
 
 
+def autocast(args, device_type):
+    """Compute in --dtype, keep weights and optimizer state in float32: bf16 weights
+    would round away most updates at lr ~1e-6 (bf16 keeps 8 bits of mantissa)."""
+    dtype = lm_setup.DTYPES[args.dtype]
+    return torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
+
+
 @torch.no_grad()
 def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, greedy=False) -> Rollout:
     """Continue each `prompt + forced prefix`; the forced text is prompt, not response."""
     encoded = tokenizer([p + f for p, f in zip(prompt_texts, forced_prefixes)], return_tensors="pt",
                         padding=True, add_special_tokens=False).to(policy.device)
     sampling = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=args.temperature, top_k=0, top_p=1.0)
-    sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                eos_token_id=tokenizer.eos_token_id, **sampling)
+    with autocast(args, policy.device.type):
+        sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                    eos_token_id=tokenizer.eos_token_id, **sampling)
     response = sequences[:, encoded["input_ids"].shape[1]:]                              # (B, T)
     mask, truncated = response_mask_from_eos(response, tokenizer.eos_token_id)
     completions = [f + tokenizer.decode(r[m.bool()], skip_special_tokens=True)
@@ -405,14 +413,16 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
     ref_logp = None
     if reference is not None:
         with torch.no_grad():
-            ref_logp = torch.cat([token_logprobs(reference, batch.sequences[c], batch.attention[c], T, args.temperature)[0] for c in chunks])
+            with autocast(args, mask.device.type):
+                ref_logp = torch.cat([token_logprobs(reference, batch.sequences[c], batch.attention[c], T, args.temperature)[0] for c in chunks])
     stats = {"pg_loss": 0.0, "entropy": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "skipped_updates": 0}
     n_tokens = mask.sum().clamp(min=1)
     for inner in range(args.inner_updates):
         optimizer.zero_grad(set_to_none=True)
         total, clipped = 0.0, 0.0
         for c in chunks:
-            logp, entropy = token_logprobs(policy, batch.sequences[c], batch.attention[c], T, args.temperature, with_entropy=inner == 0)
+            with autocast(args, mask.device.type):                                        # forward only
+                logp, entropy = token_logprobs(policy, batch.sequences[c], batch.attention[c], T, args.temperature, with_entropy=inner == 0)
             if inner == 0:
                 old_logp[c] = logp.detach()                                               # pi_old = pi_theta before any step
             token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low, args.eps_high,

@@ -149,7 +149,7 @@ def build(args, warmup_steps_by_regime, log=print):
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
         train, heldout = load_prompt_dataset(args.dataset, args.prompt_column, args.answer_column,
                                              args.dataset_split, args.eval_prompts)
-        policy = load_model(args.model, args.dtype, args.attn_implementation)
+        policy = load_model(args.model, "float32", args.attn_implementation)   # float32 master weights
         tokenizer = load_tokenizer(args.model)
         task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "")
     else:
@@ -159,8 +159,6 @@ def build(args, warmup_steps_by_regime, log=print):
         train, heldout = make_problems()
         bos = tokenizer.bos_token
         task = Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix)
-    if args.dtype != "float32":
-        policy = policy.to(DTYPES[args.dtype])
     if args.gradient_checkpointing:
         getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()
     return policy, tokenizer, task

@@ -37,17 +37,18 @@ def main():
     argv = ["--preset", "qwen3-1.7b", "--aggregator", opts.aggregator, "--max-new-tokens", str(opts.new_tokens),
             "--prompts-per-step", "2", "--group-size", "8", "--micro-batch-size", "4"]
     if opts.tiny:
-        argv += ["--dtype", "float32", "--max-new-tokens", str(min(opts.new_tokens, 32))]
+        argv += ["--max-new-tokens", str(min(opts.new_tokens, 32))]
     args = grpo_ba.parse_args(argv)
     config = Qwen3Config(**(TINY if opts.tiny else QWEN3_1_7B), pad_token_id=0, bos_token_id=1, eos_token_id=2)
     torch.manual_seed(0)
-    policy = AutoModelForCausalLM.from_config(config, dtype=grpo_ba.lm_setup.DTYPES[args.dtype],
+    policy = AutoModelForCausalLM.from_config(config, dtype=torch.float32,       # master weights; compute in --dtype
                                               attn_implementation=args.attn_implementation).to(device)
+    getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()
     n_params = sum(p.numel() for p in policy.parameters())
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
     B = args.prompts_per_step * args.group_size
     print(f"device {device} ({torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}), "
-          f"{n_params / 1e6:,.1f}M parameters, {args.dtype}, batch {args.prompts_per_step}x{args.group_size}, "
+          f"{n_params / 1e6:,.1f}M parameters, float32 weights, {args.dtype} compute, batch {args.prompts_per_step}x{args.group_size}, "
           f"micro-batch {args.micro_batch_size}, up to {args.max_new_tokens} new tokens, rule {args.aggregator}")
     for step in range(opts.steps):
         if device == "cuda":
@@ -57,7 +58,7 @@ def main():
         prompts = prompts.repeat_interleave(args.group_size, dim=0)                     # groups are contiguous
         start = time.time()
         policy.eval()
-        with torch.no_grad():                  # random weights: forbid EOS so completions reach full length
+        with torch.no_grad(), grpo_ba.autocast(args, device):   # random weights: min_new_tokens keeps EOS away
             sequences = policy.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=True,
                                         top_k=0, top_p=1.0, max_new_tokens=args.max_new_tokens,
                                         min_new_tokens=args.max_new_tokens, pad_token_id=0, eos_token_id=2)

@@ -91,3 +91,16 @@ def test_a_bf16_step_runs_on_cpu(tmp_path, tiny_model_dir):
                  "--dtype", "bfloat16", "--gradient-checkpointing", "--output-dir", str(out)]) == 0
     metrics = json.loads(open(out / "metrics.jsonl").readline())
     assert metrics["skipped_updates"] == 0 and metrics["grad_norm"] == metrics["grad_norm"]
+
+
+def test_bf16_compute_keeps_float32_master_weights(tiny_model_dir):
+    import lm_setup
+    policy = lm_setup.load_model(tiny_model_dir)
+    args = grpo_ba.parse_args(["--aggregator", "token", "--dtype", "bfloat16"])
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with grpo_ba.autocast(args, "cpu"):
+        logits = policy(input_ids=ids).logits
+    assert logits.dtype == torch.bfloat16                      # compute in bf16 ...
+    assert all(p.dtype == torch.float32 for p in policy.parameters())   # ... weights stay float32
+    with grpo_ba.autocast(grpo_ba.parse_args(["--aggregator", "token"]), "cpu"):
+        assert policy(input_ids=ids).logits.dtype == torch.float32
