@@ -176,3 +176,24 @@ def test_help_lists_every_argument():
 def test_preset_sets_defaults_that_flags_override():
     args = parse_args(["--preset", "qwen3-1.7b", "--aggregator", "balanced", "--lr", "2e-6"])
     assert args.dtype == "bfloat16" and args.gradient_checkpointing and args.lr == 2e-6
+
+
+def test_training_logprobs_match_the_sampling_distribution_under_left_padding(cache_dir):
+    """The update must score a response with the distribution that sampled it: same
+    positions under left padding, same temperature. A mismatch here fakes off-policy ratios."""
+    import lm_setup
+    from toy_tasks import ToyWorld
+    policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
+    prompts = ["<bos>12+3+4=", "<bos>57+6+3=57", "<bos>9"]                      # different lengths: left padding
+    encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    torch.manual_seed(0)
+    out = policy.generate(**encoded, do_sample=True, temperature=0.7, top_k=0, top_p=1.0, max_new_tokens=12,
+                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                          output_logits=True, return_dict_in_generate=True)
+    response = out.sequences[:, encoded["input_ids"].shape[1]:]
+    mask, _ = response_mask_from_eos(response, tokenizer.eos_token_id)
+    sampled = torch.stack(out.logits, 1).float().div(0.7).log_softmax(-1).gather(-1, response[..., None]).squeeze(-1)
+    attention = torch.cat([encoded["attention_mask"], mask], 1)
+    with torch.no_grad():
+        logp, _ = grpo_ba.token_logprobs(policy, out.sequences, attention, response.shape[1], temperature=0.7)
+    assert torch.allclose(logp[mask.bool()], sampled[mask.bool()], atol=1e-4)
