@@ -36,6 +36,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -529,7 +530,8 @@ def train(args: Args, log=print) -> str:
         if interrupted:
             raise KeyboardInterrupt                # second Ctrl-C: stop now
         interrupted.append(True)
-    previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    in_main_thread = threading.current_thread() is threading.main_thread()   # signals work there only
+    previous_handler = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
     G, P = args.group_size, args.prompts_per_step
     try:
         bar = tqdm(range(start, args.steps), desc=f"{args.aggregator:>8s}", initial=start, total=args.steps,
@@ -541,10 +543,11 @@ def train(args: Args, log=print) -> str:
             rows = [task.train[i] for i in torch.randint(len(task.train), (P,), generator=generator).tolist()]
             rng = random.Random(step_seed)
             prompts = [r["prompt"] for r in rows for _ in range(G)]                  # groups are contiguous
+            answers = [r["answer"] for r in rows for _ in range(G)]
             forced = [task.forced_prefix(p, rng) for p in prompts]
             policy.eval()
             batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
-            rewards = torch.tensor([verify(c, r["answer"]) for c, r in zip(batch.completions, (r for r in rows for _ in range(G)))])
+            rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
             metrics = {"step": step, **step_diagnostics(rewards, batch.response_mask.cpu(), args)}
             if step % args.eval_every == 0 or step == args.steps - 1:
                 metrics["accuracy"] = evaluate(policy, tokenizer, task, args)
@@ -558,7 +561,7 @@ def train(args: Args, log=print) -> str:
                            step_time=time.time() - step_start)
             run_io.append_metrics(metrics_path, metrics)
             if step == start:
-                log(f"step-0 rollouts: wrong/right mean length {regime['wrong_over_right']:.2f} "
+                log(f"step-{step} rollouts: wrong/right mean length {regime['wrong_over_right']:.2f} "
                     f"(right {regime['len_right']:.1f}, wrong {regime['len_wrong']:.1f}), "
                     f"std/mean {regime['std_over_mean']:.2f}, reward {rewards.mean():.2f}")
             if step % args.log_every == 0 or step == args.steps - 1:
@@ -573,7 +576,8 @@ def train(args: Args, log=print) -> str:
                 log(f"interrupted: checkpoint of step {step} saved; continue with --resume {out}")
                 raise KeyboardInterrupt            # stops a demo or sweep too, not just this run
     finally:
-        signal.signal(signal.SIGINT, previous_handler)
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous_handler)
     return out
 
 
