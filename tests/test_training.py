@@ -197,3 +197,27 @@ def test_training_logprobs_match_the_sampling_distribution_under_left_padding(ca
     with torch.no_grad():
         logp, _ = grpo_ba.token_logprobs(policy, out.sequences, attention, response.shape[1], temperature=0.7)
     assert torch.allclose(logp[mask.bool()], sampled[mask.bool()], atol=1e-4)
+
+
+TINY_FLAGS = ["--steps", "1", "--group-size", "4", "--prompts-per-step", "2", "--max-new-tokens", "28",
+              "--eval-prompts", "4", "--warmup-steps", "300", "--threads", "1"]
+
+
+def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_path, cache_dir):
+    assert main(TINY_FLAGS + ["--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
+    for rule in ("token", "sequence", "balanced"):
+        assert read_metrics(tmp_path / f"gap-{rule}-s0")[0]["accuracy"] is not None
+    firsts = {rule: read_metrics(tmp_path / f"gap-{rule}-s0")[0] for rule in ("token", "sequence", "balanced")}
+    assert len({m["accuracy"] for m in firsts.values()}) == 1 and len({m["reward_mean"] for m in firsts.values()}) == 1
+    assert (tmp_path / "training_gap.png").exists() and (tmp_path / "table.md").exists()
+
+
+def test_sweep_covers_both_regimes_and_skips_finished_runs(tmp_path, cache_dir):
+    argv = TINY_FLAGS + ["--sweep", "--seeds", "1", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]
+    assert main(argv) == 0
+    runs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
+    assert runs == sorted(f"{reg}-{rule}-s0" for reg in ("gap", "variance") for rule in ("token", "sequence", "balanced"))
+    stamp = (tmp_path / "gap-token-s0" / "metrics.jsonl").stat().st_mtime_ns
+    assert main(argv) == 0                                       # second call: nothing retrained
+    assert (tmp_path / "gap-token-s0" / "metrics.jsonl").stat().st_mtime_ns == stamp
+    assert "| variance | balanced | 1 |" in (tmp_path / "table.md").read_text()
