@@ -32,6 +32,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import math
 import os
 import random
 import signal
@@ -77,6 +78,13 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
 # =====================================================================================
 
 
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """KL_it = k3 estimator of KL(pi_theta || pi_ref) per token: exp(q) - q - 1, q = ref_logp - logp.
+    Always >= 0, and 0 where the two policies agree."""
+    q = ref_logp - logp
+    return torch.exp(q) - q - 1
+
+
 def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
                        mask: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.28,
                        ref_logp: torch.Tensor | None = None, beta: float = 0.0) -> torch.Tensor:
@@ -94,15 +102,9 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
     surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
     loss = -surrogate
     if ref_logp is not None and beta != 0.0:
-        q = torch.where(mask, ref_logp - logp, torch.zeros_like(logp))
-        loss = loss + beta * (torch.exp(q) - q - 1)                        # k3 >= 0, 0 iff equal
+        # masked positions get ref = logp (KL 0) before exp, for the same reason as the ratio
+        loss = loss + beta * k3_kl(logp, torch.where(mask, ref_logp, logp))
     return torch.where(mask, loss, torch.zeros_like(loss))
-
-
-def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k3 estimator of KL(pi_theta || pi_ref) per token: exp(q) - q - 1, q = ref_logp - logp."""
-    q = ref_logp - logp
-    return torch.exp(q) - q - 1
 
 
 # =====================================================================================
@@ -124,7 +126,8 @@ def aggregate_token(per_token_loss, mask, advantages, group_size):
     """J_tok = (1 / sum_i L_i) * sum_i sum_t l_it          (DAPO / Dr. GRPO token sums)
 
     Every token of the group weighs the same, so the side that writes more tokens
-    gets more total weight (sign-length coupling, method §3).
+    gets more total weight (sign-length coupling, method §3). Its trace: at rho = 1,
+    l_it = -A_i and J_tok = -sum_i A_i L_i / sum_i L_i, not 0 unless lengths agree.
     """
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
     per_group = token_sums.sum(dim=1) / lengths.sum(dim=1).clamp(min=1)          # (P,)
@@ -186,23 +189,33 @@ def aggregation_coefficients(mask, advantages, group_size, aggregator):
     return coefficients * mask.to(coefficients.dtype)
 
 
-def sign_weights(mask, advantages, group_size, aggregator):
-    """(w_pos, w_neg): total gradient weight on the positive and the negative responses
-    at ratio 1 (method §3's table), measured by autograd through the real clipped term
-    and the real aggregator.
+def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.Tensor:
+    """(B,) response lengths -> (B, T) mask with ones on the first L_i positions."""
+    width = int(lengths.max().item()) if width is None else width
+    return (torch.arange(max(width, 1), device=lengths.device)[None, :] < lengths[:, None]).float()
 
-    At rho = 1, -dJ/dlogp_it is the weight token t of response i gets in the ascent
-    direction (A_i times its aggregation coefficient). w_pos sums it over A_i > 0,
-    w_neg over A_i < 0. Sequence and balanced give +-sqrt(k(G-k))/G per group (binary,
-    std scaling); token gives a ratio |w_pos / w_neg| = Lbar+ / Lbar-.
-    """
+
+def token_weights(mask, advantages, group_size, aggregator):
+    """(B, T): the weight of each token in the ascent direction at ratio 1, i.e.
+    -dJ/dlogp_it = A_i * c_it, measured by autograd through the real clipped term and
+    the real aggregator (method §3's table, token by token)."""
     advantages = advantages.float()
     logp = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
         token_loss = clipped_token_loss(logp, logp.detach(), advantages, mask)
         value = AGGREGATORS[aggregator](token_loss, mask, advantages, group_size)
         (grad,) = torch.autograd.grad(value, logp)
-    per_response = (-grad).sum(dim=1)                                           # (B,)
+    return -grad
+
+
+def sign_weights(mask, advantages, group_size, aggregator):
+    """(w_pos, w_neg): total gradient weight on the positive and the negative responses
+    at ratio 1 (method §3's table): token_weights summed over A_i > 0 and over A_i < 0.
+
+    Sequence and balanced give +-sqrt(k(G-k))/G per group (binary rewards, std scaling);
+    token gives a ratio |w_pos / w_neg| = Lbar+ / Lbar-.
+    """
+    per_response = token_weights(mask, advantages, group_size, aggregator).sum(dim=1)   # (B,)
     return per_response[advantages > 0].sum(), per_response[advantages < 0].sum()
 
 
@@ -435,15 +448,16 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
                 ratio = torch.exp(torch.where(mask[c] > 0, logp - old_logp[c], torch.zeros_like(logp)))
                 adv = advantages[c][:, None]
                 clipped += (mask[c] * (((adv > 0) & (ratio > 1 + args.eps_high)) | ((adv < 0) & (ratio < 1 - args.eps_low))).float()).sum().item()
-                if inner == 0:
-                    pg_only = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low, args.eps_high)
-                    stats["pg_loss"] += (coefficients[c] * pg_only).sum().item()
+                # drift from the reference (beta > 0) or from the rollout policy
+                kl = k3_kl(logp, old_logp[c] if ref_logp is None else ref_logp[c]) * mask[c]
+                if inner == 0:                                   # pg_loss: J without its beta * KL part
+                    kl_part = args.beta * (coefficients[c] * kl).sum().item() if ref_logp is not None else 0.0
+                    stats["pg_loss"] += loss.item() - kl_part
                     stats["entropy"] += ((entropy * mask[c]).sum() / n_tokens).item()
-                if inner == args.inner_updates - 1:                      # drift from the reference (or the rollout policy)
-                    anchor = old_logp[c] if ref_logp is None else ref_logp[c]
-                    stats["kl"] += ((k3_kl(logp, anchor) * mask[c]).sum() / n_tokens).item()
+                if inner == args.inner_updates - 1:
+                    stats["kl"] += (kl.sum() / n_tokens).item()
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
-        if not (torch.isfinite(torch.tensor(total)) and torch.isfinite(grad_norm)):
+        if not (math.isfinite(total) and torch.isfinite(grad_norm)):
             stats["skipped_updates"] += 1
             optimizer.zero_grad(set_to_none=True)
         else:
@@ -460,12 +474,11 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
 
 
 def step_diagnostics(rewards, mask, args) -> dict:
-    """Lengths by sign of advantage and the sign weights of all three rules."""
-    lengths = mask.sum(1).float()
+    """Lengths by reward and by sign of advantage, and the sign weights of all three rules."""
+    lengths = mask.sum(1).float()                                                         # L_i: (B,)
     advantages = group_advantages(rewards, args.group_size, args.adv_scale)
     pos, neg = advantages > 0, advantages < 0
-    out = {"reward_mean": rewards.mean().item(), "len_mean": lengths.mean().item(),
-           "len_std": lengths.std(unbiased=False).item(),
+    out = {"reward_mean": rewards.mean().item(), **length_stats(lengths, rewards),
            "len_pos": lengths[pos].mean().item() if pos.any() else None,
            "len_neg": lengths[neg].mean().item() if neg.any() else None}
     for rule in AGGREGATORS:
@@ -492,6 +505,25 @@ def evaluate(policy, tokenizer, task, args) -> float:
         batch = rollout(policy, tokenizer, [task.prompt_text(r["prompt"]) for r in chunk], [""] * len(chunk), args, greedy=True)
         correct += sum(verify(c, r["answer"]) for c, r in zip(batch.completions, chunk))
     return correct / len(rows)
+
+
+def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, evaluate_now=False) -> dict:
+    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update."""
+    G = args.group_size
+    prompts = [r["prompt"] for r in rows for _ in range(G)]                          # groups are contiguous
+    answers = [r["answer"] for r in rows for _ in range(G)]
+    forced = [task.forced_prefix(p, rng) for p in prompts]
+    policy.eval()
+    batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
+    rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
+    metrics = step_diagnostics(rewards, batch.response_mask.cpu(), args)
+    if evaluate_now:
+        metrics["accuracy"] = evaluate(policy, tokenizer, task, args)
+    policy.train()
+    metrics.update(grpo_update(policy, reference, optimizer, batch, rewards.to(policy.device), args))
+    metrics.update(truncated_frac=batch.truncated.float().mean().item(),
+                   forced_frac=sum(bool(f) for f in forced) / len(forced))
+    return metrics
 
 
 def seed_step(seed: int, step: int) -> int:
@@ -532,7 +564,6 @@ def train(args: Args, log=print) -> str:
         interrupted.append(True)
     in_main_thread = threading.current_thread() is threading.main_thread()   # signals work there only
     previous_handler = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
-    G, P = args.group_size, args.prompts_per_step
     try:
         bar = tqdm(range(start, args.steps), desc=f"{args.aggregator:>8s}", initial=start, total=args.steps,
                    dynamic_ncols=True, disable=None)
@@ -540,30 +571,16 @@ def train(args: Args, log=print) -> str:
             step_start = time.time()
             step_seed = seed_step(args.seed, step)
             generator = torch.Generator().manual_seed(step_seed)
-            rows = [task.train[i] for i in torch.randint(len(task.train), (P,), generator=generator).tolist()]
-            rng = random.Random(step_seed)
-            prompts = [r["prompt"] for r in rows for _ in range(G)]                  # groups are contiguous
-            answers = [r["answer"] for r in rows for _ in range(G)]
-            forced = [task.forced_prefix(p, rng) for p in prompts]
-            policy.eval()
-            batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
-            rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
-            metrics = {"step": step, **step_diagnostics(rewards, batch.response_mask.cpu(), args)}
-            if step % args.eval_every == 0 or step == args.steps - 1:
-                metrics["accuracy"] = evaluate(policy, tokenizer, task, args)
-            policy.train()
-            metrics.update(grpo_update(policy, reference, optimizer, batch, rewards.to(device), args))
-            lengths = batch.response_mask.sum(1).float().cpu()
-            regime = length_stats(lengths, rewards)
-            metrics.update(len_right=regime["len_right"], len_wrong=regime["len_wrong"],
-                           truncated_frac=batch.truncated.float().mean().item(),
-                           forced_frac=sum(bool(f) for f in forced) / len(forced),
-                           step_time=time.time() - step_start)
+            rows = [task.train[i] for i in torch.randint(len(task.train), (args.prompts_per_step,), generator=generator).tolist()]
+            evaluate_now = step % args.eval_every == 0 or step == args.steps - 1
+            metrics = {"step": step, **grpo_step(policy, reference, optimizer, tokenizer, task, rows,
+                                                 random.Random(step_seed), args, evaluate_now)}
+            metrics["step_time"] = time.time() - step_start
             run_io.append_metrics(metrics_path, metrics)
             if step == start:
-                log(f"step-{step} rollouts: wrong/right mean length {regime['wrong_over_right']:.2f} "
-                    f"(right {regime['len_right']:.1f}, wrong {regime['len_wrong']:.1f}), "
-                    f"std/mean {regime['std_over_mean']:.2f}, reward {rewards.mean():.2f}")
+                log(f"step-{step} rollouts: wrong/right mean length {metrics['wrong_over_right']:.2f} "
+                    f"(right {metrics['len_right']:.1f}, wrong {metrics['len_wrong']:.1f}), "
+                    f"std/mean {metrics['std_over_mean']:.2f}, reward {metrics['reward_mean']:.2f}")
             if step % args.log_every == 0 or step == args.steps - 1:
                 acc = f" acc {metrics['accuracy']:.2f}" if "accuracy" in metrics else ""
                 bar.write(f"[{args.aggregator}] step {step:4d} reward {metrics['reward_mean']:.2f}{acc} "

@@ -116,7 +116,7 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
     path = warmup_cache_dir(cache_dir, world, steps, seed)
     if os.path.exists(os.path.join(path, "warmup.json")):
         log(f"warm-up: loading cached policy from {path}")
-        return load_model(path, dtype="float32"), load_tokenizer(path), path
+        return load_model(path), load_tokenizer(path), path
     log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
     model, tokenizer, seconds = warmup_toy_model(world, steps, seed, log=log)
     tmp = path + f".tmp{os.getpid()}"
@@ -129,7 +129,7 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
         shutil.rmtree(tmp)
     else:
         os.replace(tmp, path)
-    return load_model(path, dtype="float32"), load_tokenizer(path), path
+    return load_model(path), load_tokenizer(path), path
 
 
 # ------------------------------------------------------------------ what grpo_ba.py trains on
@@ -149,7 +149,7 @@ def build(args, warmup_steps_by_regime, log=print):
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
         train, heldout = load_prompt_dataset(args.dataset, args.prompt_column, args.answer_column,
                                              args.dataset_split, args.eval_prompts)
-        policy = load_model(args.model, "float32", args.attn_implementation)   # float32 master weights
+        policy = load_model(args.model, args.attn_implementation)
         tokenizer = load_tokenizer(args.model)
         task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "")
     else:
@@ -169,13 +169,13 @@ def build(args, warmup_steps_by_regime, log=print):
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def load_model(name_or_path: str, dtype: str = "float32", attn_implementation: str | None = None):
+def load_model(name_or_path: str, attn_implementation: str | None = None):
     """Any HF causal LM, from the hub or a local directory."""
     path = os.path.expanduser(name_or_path)
     is_hub_id = name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/", "~"))
     if not os.path.isdir(path) and not is_hub_id:
         raise SetupError(f"model path {name_or_path!r} does not exist")
-    kwargs = {"dtype": DTYPES[dtype]}
+    kwargs = {"dtype": torch.float32}         # master weights; --dtype is autocast compute
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     try:

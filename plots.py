@@ -21,7 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from grpo_ba import AGGREGATORS, clipped_token_loss, group_advantages, sign_weights  # noqa: E402
+from grpo_ba import (AGGREGATORS, clipped_token_loss, group_advantages, mask_from_lengths,  # noqa: E402
+                     sign_weights, token_weights)
 
 COLORS = {"token": "tab:red", "sequence": "tab:blue", "balanced": "tab:green"}
 G, K = 8, 4                       # analytic group: G responses, K of them right
@@ -29,11 +30,8 @@ G, K = 8, 4                       # analytic group: G responses, K of them right
 
 def _group(len_pos, len_neg, k=K, group_size=G):
     """A binary group: k right answers of length len_pos, the rest of length len_neg."""
-    lengths = [len_pos] * k + [len_neg] * (group_size - k)
+    mask = mask_from_lengths(torch.tensor([len_pos] * k + [len_neg] * (group_size - k)))
     rewards = torch.tensor([1.0] * k + [0.0] * (group_size - k))
-    mask = torch.zeros(group_size, max(lengths))
-    for row, length in enumerate(lengths):
-        mask[row, :length] = 1
     return mask, group_advantages(rewards, group_size)
 
 
@@ -53,15 +51,9 @@ def token_weight_curve(lengths, rule):
     """Gradient weight of one token against its response's length, inside the positive
     sign: a group whose right answers have lengths `lengths`, wrong ones length 10."""
     k = len(lengths)
-    rows = list(lengths) + [10] * k
-    mask = torch.zeros(2 * k, max(rows))
-    for row, length in enumerate(rows):
-        mask[row, :length] = 1
+    mask = mask_from_lengths(torch.tensor(list(lengths) + [10] * k))
     adv = group_advantages(torch.tensor([1.0] * k + [0.0] * k), 2 * k)
-    logp = torch.zeros_like(mask, requires_grad=True)
-    value = AGGREGATORS[rule](clipped_token_loss(logp, logp.detach(), adv, mask), mask, adv, 2 * k)
-    (grad,) = torch.autograd.grad(value, logp)
-    return [(-grad[i, 0]).item() for i in range(k)]
+    return token_weights(mask, adv, 2 * k, rule)[:k, 0].tolist()
 
 
 def loss_at_ratio_one_curve(gaps, rule, len_pos=6):

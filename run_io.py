@@ -27,11 +27,15 @@ def prepare_output_dir(out: str) -> str:
     return out
 
 
-def append_metrics(path: str, metrics: dict):
+def _json_line(metrics: dict) -> str:
     """One JSON object per line; NaN and inf (not JSON) become null."""
     clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+    return json.dumps(clean) + "\n"
+
+
+def append_metrics(path: str, metrics: dict):
     with open(path, "a") as f:
-        f.write(json.dumps(clean) + "\n")
+        f.write(_json_line(metrics))
 
 
 def read_metrics(path: str) -> list[dict]:
@@ -60,10 +64,9 @@ def restore_checkpoint(path, policy, optimizer, metrics_path, device) -> int:
     if state.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])
     start = state["step"] + 1
-    kept = [m for m in read_metrics(metrics_path) if m["step"] < start]
-    open(metrics_path, "w").close()
-    for metrics in kept:
-        append_metrics(metrics_path, metrics)
+    kept = [_json_line(m) for m in read_metrics(metrics_path) if m["step"] < start]
+    with open(metrics_path, "w") as f:
+        f.writelines(kept)
     return start
 
 

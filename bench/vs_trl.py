@@ -10,6 +10,7 @@ The last line printed is `ratio_vs_trl=<ours/trl> balanced_vs_token=<ratio>`.
 """
 import argparse
 import os
+import random
 import sys
 import tempfile
 import time
@@ -19,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import grpo_ba  # noqa: E402
-from lm_setup import char_tokenizer, tiny_qwen3  # noqa: E402
+from lm_setup import Task, char_tokenizer, tiny_qwen3  # noqa: E402
 from toy_tasks import make_problems  # noqa: E402
 from verifier import verify  # noqa: E402
 
@@ -36,18 +37,12 @@ def time_ours(rows, opts):
                                "--prompts-per-step", str(opts.prompts), "--max-new-tokens", str(opts.new_tokens),
                                "--inner-updates", "1", "--threads", str(opts.threads)])
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-5)
+    task = Task(rows, [], lambda p: tokenizer.bos_token + p, lambda p, rng: "")     # nothing forced, as in TRL
     times = []
     for step in range(opts.steps + 1):
         start = time.perf_counter()
         batch_rows = rows[step * opts.prompts:(step + 1) * opts.prompts]
-        prompts = [tokenizer.bos_token + r["prompt"] for r in batch_rows for _ in range(opts.group_size)]
-        answers = [r["answer"] for r in batch_rows for _ in range(opts.group_size)]
-        policy.eval()
-        batch = grpo_ba.rollout(policy, tokenizer, prompts, [""] * len(prompts), args)
-        rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])
-        grpo_ba.step_diagnostics(rewards, batch.response_mask, args)
-        policy.train()
-        grpo_ba.grpo_update(policy, None, optimizer, batch, rewards, args)
+        grpo_ba.grpo_step(policy, None, optimizer, tokenizer, task, batch_rows, random.Random(step), args)
         times.append(time.perf_counter() - start)
     torch.set_flush_denormal(False)            # TRL runs as its users run it
     return sorted(times[1:])[len(times[1:]) // 2]                 # median, first step excluded

@@ -33,11 +33,10 @@ from __future__ import annotations
 import os
 import sys
 
-import torch
 from trl import GRPOTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from grpo_ba import aggregation_coefficients  # noqa: E402
+from grpo_ba import aggregation_coefficients, mask_from_lengths  # noqa: E402
 
 
 def balanced_advantages(advantages, completion_mask, num_items_in_batch, group_size, gather=None,
@@ -50,8 +49,7 @@ def balanced_advantages(advantages, completion_mask, num_items_in_batch, group_s
     lengths = completion_mask.sum(dim=1).float()                                   # (B_local,)
     all_lengths = gather(lengths) if gather else lengths                           # (B_global,)
     all_advantages = gather(advantages.float()) if gather else advantages.float()
-    width = int(all_lengths.max().item()) if all_lengths.numel() else 0
-    mask = (torch.arange(max(width, 1), device=lengths.device)[None, :] < all_lengths[:, None]).float()
+    mask = mask_from_lengths(all_lengths)                                          # only lengths matter
     coefficients = aggregation_coefficients(mask, all_advantages, group_size, "balanced")   # (B_global, T)
     per_response = coefficients[:, 0]                                              # constant along a response
     local = slice(process_index * lengths.numel(), (process_index + 1) * lengths.numel())
