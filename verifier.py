@@ -15,6 +15,10 @@ or `eval` (they run Python). Instead a whitelist (digits, `+ - * / ( ) .`, space
 and a small recursive-descent parser build sympy Rationals directly; limits on the
 length, the digits of a number and the nesting depth keep every call fast.
 `verify` never raises: anything malformed, and division by zero, scores 0.0.
+
+Public API: `verify(completion, gold)` (gold may be a list/tuple of acceptable answers,
+right if any matches), `extract_answer(text)`, and `parse_gold(gold)` -- the parsed gold
+value, or None when the verifier cannot read it (for dataset validation).
 """
 from __future__ import annotations
 
@@ -160,15 +164,28 @@ def parse_value(answer: str | None) -> sympy.Rational | None:
         return None
 
 
-def verify(completion: str, gold: str) -> float:
-    """1.0 if the completion's final answer equals the gold answer exactly, else 0.0."""
+def parse_gold(gold: str):
+    """The value the verifier reads from a gold answer (bare, or in a `\\boxed{}` /
+    `Answer:` / `####` format), or None when it cannot read it (such a gold scores 0)."""
     try:
-        gold_value = parse_value(str(gold))
-        if gold_value is None:                       # a gold like "#### 42" or "\\boxed{42}"
-            gold_value = parse_value(extract_answer(str(gold)))
+        value = parse_value(str(gold))
+        return value if value is not None else parse_value(extract_answer(str(gold)))
+    except Exception:
+        return None
+
+
+def verify(completion: str, gold) -> float:
+    """1.0 if the completion's final answer equals the gold answer exactly, else 0.0.
+    `gold` may be a list or tuple of acceptable answers: right if any matches."""
+    try:
+        golds = gold if isinstance(gold, (list, tuple)) else [gold]
         value = parse_value(extract_answer(completion))
-        if value is None or gold_value is None:
+        if value is None:
             return 0.0
-        return 1.0 if sympy.Eq(value, gold_value) is sympy.true else 0.0
+        for one_gold in golds:
+            gold_value = parse_gold(one_gold)
+            if gold_value is not None and sympy.Eq(value, gold_value) is sympy.true:
+                return 1.0
+        return 0.0
     except Exception:                                # untrusted input: never raise
         return 0.0
