@@ -1,8 +1,8 @@
 """grpo_ba.py -- GRPO with three loss-aggregation rules, side by side.
 
 A reference implementation to read beside *Balanced Aggregation: Understanding and
-Fixing Aggregation Bias in GRPO* (arXiv 2605.04077). Section names in the docstrings
-("method §2") point to `shared/method.md`, the project's statement of the math.
+Fixing Aggregation Bias in GRPO* (arXiv 2605.04077). The math, with its derivations, is
+stated in docs/method.md; docstrings cite its sections ("docs/method.md §2").
 
     python grpo_ba.py                                  # demo: warm-up, then token / sequence / balanced
     python grpo_ba.py --aggregator balanced --regime variance --steps 200
@@ -10,16 +10,16 @@ Fixing Aggregation Bias in GRPO* (arXiv 2605.04077). Section names in the docstr
     python grpo_ba.py --plot-only runs/sweep           # redraw figures from saved metrics
     python grpo_ba.py --preset qwen3-1.7b --model Qwen/Qwen3-1.7B --dataset data.jsonl   # one GPU
 
-Choices where GRPO implementations disagree (each pinned by a test in tests/):
+Choices where GRPO implementations disagree (docs/method.md §7; each pinned by a test in tests/):
  1. Advantages use the population std (divide by G), so a group of one gives 0, not NaN.
  2. A group whose rewards are all equal has A = 0: it contributes 0 loss and 0 gradient.
  3. The ratio is exp(logp - old_logp) with masked positions zeroed *before* exp, so a
     masked or padded token can never produce inf * 0 = NaN.
  4. The loss mask covers every sampled token up to and including the first EOS, even a
     PAD the policy sampled itself (otherwise the policy learns to emit PAD for free).
- 5. Every rule is applied per group, then averaged over the P groups (method §5).
+ 5. Every rule is applied per group, then averaged over the P groups (docs/method.md §5).
  6. A response of zero length contributes nothing (its normaliser is clamped to 1).
- 7. Balanced aggregation for non-binary rewards uses advantage mass (method §4): the
+ 7. Balanced aggregation for non-binary rewards uses advantage mass (docs/method.md §4): the
     project's choice, as the paper's exact form is not public.
  8. The three rules are linear in the token terms, so J = sum_it c_it * l_it; the
     coefficients c_it = dJ/dl_it are taken once over whole groups, which makes
@@ -50,7 +50,7 @@ from toy_tasks import length_stats
 from verifier import verify
 
 # =====================================================================================
-# 1. Group-relative advantages (method §1)
+# 1. Group-relative advantages (docs/method.md §1)
 # =====================================================================================
 
 
@@ -74,7 +74,7 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
 
 
 # =====================================================================================
-# 2. The clipped per-token term (method §1)
+# 2. The clipped per-token term (docs/method.md §1)
 # =====================================================================================
 
 
@@ -108,7 +108,7 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
 
 
 # =====================================================================================
-# 3. The three aggregation rules, side by side (method §2, §4, §5)
+# 3. The three aggregation rules, side by side (docs/method.md §2, §4, §5)
 #    Each: (per_token_loss (B,T), mask (B,T), advantages (B,), group_size G) -> scalar.
 #    Rows come in contiguous groups of G; the rule is applied per group, then averaged.
 # =====================================================================================
@@ -126,7 +126,7 @@ def aggregate_token(per_token_loss, mask, advantages, group_size):
     """J_tok = (1 / sum_i L_i) * sum_i sum_t l_it          (DAPO / Dr. GRPO token sums)
 
     Every token of the group weighs the same, so the side that writes more tokens
-    gets more total weight (sign-length coupling, method §3). Its trace: at rho = 1,
+    gets more total weight (sign-length coupling, docs/method.md §3). Its trace: at rho = 1,
     l_it = -A_i and J_tok = -sum_i A_i L_i / sum_i L_i, not 0 unless lengths agree.
     """
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
@@ -138,7 +138,7 @@ def aggregate_sequence(per_token_loss, mask, advantages, group_size):
     """J_seq = (1/G) * sum_i (1/L_i) * sum_t l_it          (original GRPO)
 
     Every response weighs the same, so each token of a long response weighs less
-    (sequence equal-weighting, method §3).
+    (sequence equal-weighting, docs/method.md §3).
     """
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
     per_group = (token_sums / lengths.clamp(min=1)).mean(dim=1)                  # (P,)
@@ -146,7 +146,7 @@ def aggregate_sequence(per_token_loss, mask, advantages, group_size):
 
 
 def aggregate_balanced(per_token_loss, mask, advantages, group_size):
-    """Balanced Aggregation, advantage-mass form (method §4; binary case method §2):
+    """Balanced Aggregation, advantage-mass form (docs/method.md §4; binary case §2):
 
         J_BA = sum_{s in +,-} (M_s / G) * (sum_{i in S_s} sum_t l_it) / (sum_{i in S_s} |A_i| L_i)
         M_s  = sum_{i in S_s} |A_i|
@@ -198,7 +198,7 @@ def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.
 def token_weights(mask, advantages, group_size, aggregator):
     """(B, T): the weight of each token in the ascent direction at ratio 1, i.e.
     -dJ/dlogp_it = A_i * c_it, measured by autograd through the real clipped term and
-    the real aggregator (method §3's table, token by token)."""
+    the real aggregator (docs/method.md §3's table, token by token)."""
     advantages = advantages.float()
     logp = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
@@ -210,7 +210,7 @@ def token_weights(mask, advantages, group_size, aggregator):
 
 def sign_weights(mask, advantages, group_size, aggregator):
     """(w_pos, w_neg): total gradient weight on the positive and the negative responses
-    at ratio 1 (method §3's table): token_weights summed over A_i > 0 and over A_i < 0.
+    at ratio 1 (docs/method.md §3's table): token_weights summed over A_i > 0 and over A_i < 0.
 
     Sequence and balanced give +-sqrt(k(G-k))/G per group (binary rewards, std scaling);
     token gives a ratio |w_pos / w_neg| = Lbar+ / Lbar-.
@@ -231,7 +231,7 @@ def _arg(default, help):  # noqa: A002
 @dataclass
 class Args:
     # ---- what to run
-    aggregator: str = _arg("all", "token | sequence | balanced (method §2); 'all' runs the demo: the three rules from the same weights and seed")
+    aggregator: str = _arg("all", "token | sequence | balanced (docs/method.md §2); 'all' runs the demo: the three rules from the same weights and seed")
     regime: str = _arg("gap", "toy regime: 'gap' (right and wrong answers differ in length) or 'variance' (lengths spread, no gap)")
     gap_sign: str = _arg("wrong-long", "toy gap direction: 'wrong-long' (forced slips, then rambling) or 'right-long' (forced re-checks)")
     gap_size: int = _arg(18, "toy: mean ramble length in tokens, i.e. the size of the length gap")
@@ -239,7 +239,7 @@ class Args:
     steps: int = _arg(100, "GRPO steps")
     seed: int = _arg(0, "seed of the RL run (sampling, prompt order); the warm-up has its own seed")
     output_dir: str = _arg("", "where args.json, metrics.jsonl and checkpoints go (default: runs/<mode>)")
-    # ---- GRPO (method §1)
+    # ---- GRPO (docs/method.md §1)
     group_size: int = _arg(8, "G: responses per prompt")
     prompts_per_step: int = _arg(16, "P: prompts per step; the batch holds P * G responses")
     inner_updates: int = _arg(2, "mu: optimizer steps on each batch (the first is on-policy, ratio 1)")

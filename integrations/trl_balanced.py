@@ -57,7 +57,7 @@ def balanced_advantages(advantages, completion_mask, num_items_in_batch, group_s
 
 
 class BalancedGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer whose policy-gradient loss is Balanced Aggregation (method §2, §4)."""
+    """GRPOTrainer whose policy-gradient loss is Balanced Aggregation (docs/method.md §2, §4)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

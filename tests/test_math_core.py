@@ -1,4 +1,4 @@
-"""The math core against shared/method.md: advantages, clipped term, three aggregators."""
+"""The math core against docs/method.md: advantages, clipped term, three aggregators."""
 import math
 
 import pytest
@@ -103,7 +103,7 @@ def test_masked_positions_with_infinite_ratio_give_no_nan():
     assert torch.isfinite(loss).all() and torch.isfinite(logp.grad).all()
 
 
-# ------------------------------------------------------------------ aggregators: method §3
+# ------------------------------------------------------------------ aggregators: docs/method.md §3
 
 def test_worked_example_of_method_section_3():
     adv = torch.tensor([1., -1, 1, -1])

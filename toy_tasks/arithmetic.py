@@ -24,7 +24,7 @@ The forced characters are part of the prompt, not of the loss:
 `gap_size` is the mean ramble length in the corpus: the size of the gap. Why force
 instead of letting the model choose? A style the policy picks with its first token
 is unlearned within 10-30 RL steps under every rule, and the rules stop differing
-(shared/toy-findings.md). A forced slip is a mistake the policy cannot avoid, only
+(seen in a throwaway prototype before this toy). A forced slip is a mistake the policy cannot avoid, only
 react to.
 """
 from __future__ import annotations
