@@ -239,6 +239,7 @@ class Args:
     steps: int = _arg(100, "GRPO steps")
     seed: int = _arg(0, "seed of the RL run (sampling, prompt order); the warm-up has its own seed")
     output_dir: str = _arg("", "where args.json, metrics.jsonl and checkpoints go (default: runs/<mode>)")
+    diagnose: str = _arg("", "ROLLOUTS.jsonl ({group, reward, length} per line): report your run's aggregation bias, train nothing")
     # ---- GRPO (docs/method.md §1)
     group_size: int = _arg(8, "G: responses per prompt")
     prompts_per_step: int = _arg(16, "P: prompts per step; the batch holds P * G responses")
@@ -639,6 +640,10 @@ def main(argv=None) -> int:
     try:
         args = parse_args(argv)
         check_args(args)
+        if args.diagnose:                          # measures a rollouts file; trains nothing
+            import diagnose
+            diagnose.run(args.diagnose, args.adv_scale)
+            return 0
         if args.resume:
             with open(os.path.join(args.resume, "args.json")) as f:
                 saved = json.load(f)

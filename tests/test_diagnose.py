@@ -1,0 +1,125 @@
+"""`python grpo_ba.py --diagnose ROLLOUTS.jsonl` against a computation in plain Python."""
+import json
+import random
+import statistics
+
+import pytest
+
+from grpo_ba import main
+
+# Long wrong answers: three prompts of G = 4 with 2, 1 and 3 right answers (reward 1).
+LONG_WRONG = [("a", 1, 6), ("a", 0, 19), ("a", 1, 5), ("a", 0, 23),
+              ("b", 1, 7), ("b", 0, 15), ("b", 0, 21), ("b", 0, 8),
+              ("c", 1, 4), ("c", 1, 9), ("c", 0, 30), ("c", 1, 6)]
+REQUIRED = {"pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one",
+            "len_pos", "len_neg", "std_over_mean", "n_groups", "group_size"}
+
+
+def write_rollouts(path, rows):
+    path.write_text("".join(json.dumps({"group": g, "reward": r, "length": n}) + "\n" for g, r, n in rows))
+    return str(path)
+
+
+def run_diagnose(capsys, *argv):
+    code = main(["--diagnose", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def by_hand(rows, adv_scale="std"):
+    """The expected numbers from docs/method.md §1 and §3, written out in plain floats."""
+    groups = {}
+    for g, r, n in rows:
+        groups.setdefault(g, []).append((float(r), float(n)))
+    w_pos = w_neg = 0.0
+    token_losses, signed = [], []
+    for members in groups.values():
+        rewards = [r for r, _ in members]
+        mean = statistics.fmean(rewards)
+        scale = statistics.pstdev(rewards) + 1e-6 if adv_scale == "std" else 1.0
+        total_len = sum(n for _, n in members)
+        for r, n in members:
+            a = (r - mean) / scale
+            weight = a * n / total_len            # token rule: every token weighs A_i / sum_j L_j
+            w_pos += weight if a > 0 else 0.0
+            w_neg += weight if a < 0 else 0.0
+            signed.append((a, n))
+        token_losses.append(-sum((r - mean) / scale * n for r, n in members) / total_len)
+    lengths = [n for _, _, n in rows]
+    return {"pos_share_token": abs(w_pos) / (abs(w_pos) + abs(w_neg)),
+            "token_loss_at_ratio_one": statistics.fmean(token_losses),
+            "len_pos": statistics.fmean(n for a, n in signed if a > 0),
+            "len_neg": statistics.fmean(n for a, n in signed if a < 0),
+            "std_over_mean": statistics.pstdev(lengths) / statistics.fmean(lengths),
+            "n_groups": len(groups), "group_size": len(rows) // len(groups)}
+
+
+def test_diagnose_with_long_wrong_answers_matches_a_hand_computation(tmp_path, capsys):
+    code, out, err = run_diagnose(capsys, write_rollouts(tmp_path / "r.jsonl", LONG_WRONG))
+    assert code == 0 and err == ""
+    summary = json.loads(out.strip().splitlines()[-1])               # the last line is one JSON object
+    assert REQUIRED <= summary.keys()
+    expected = by_hand(LONG_WRONG)
+    for key, value in expected.items():
+        assert summary[key] == pytest.approx(value, rel=1e-5), key
+    assert summary["pos_share_token"] < 0.35                         # the long side takes the weight
+    assert summary["pos_share_sequence"] == pytest.approx(0.5, abs=1e-6)
+    assert summary["pos_share_balanced"] == pytest.approx(0.5, abs=1e-6)
+    assert summary["token_loss_at_ratio_one"] > 0.1                  # the drift: a net push down
+    assert "reading:" in out and "Qwen3-1.7B" in out and "Lbar-/Lbar+" in out
+
+
+def test_diagnose_applies_adv_scale_none_with_non_binary_rewards(tmp_path, capsys):
+    rows = [("p", 0.9, 12), ("p", 0.1, 3), ("p", 0.4, 20), ("q", 2.0, 5), ("q", -1.0, 40), ("q", 0.5, 9)]
+    path = write_rollouts(tmp_path / "r.jsonl", rows)
+    summaries = {}
+    for scale in ("std", "none"):
+        code, out, _ = run_diagnose(capsys, path, "--adv-scale", scale)
+        assert code == 0
+        summaries[scale] = json.loads(out.strip().splitlines()[-1])
+        for key, value in by_hand(rows, scale).items():
+            assert summaries[scale][key] == pytest.approx(value, rel=1e-5), (scale, key)
+        # sum_i A_i = 0 in a group, so the sign-balanced rules split the weight evenly for any rewards
+        assert summaries[scale]["pos_share_balanced"] == pytest.approx(0.5, abs=1e-6)
+    assert summaries["none"]["token_loss_at_ratio_one"] != pytest.approx(summaries["std"]["token_loss_at_ratio_one"])
+
+
+def test_diagnose_groups_responses_by_id_not_by_position(tmp_path, capsys):
+    shuffled = LONG_WRONG[:]
+    random.Random(0).shuffle(shuffled)
+    assert [g for g, _, _ in shuffled] != sorted(g for g, _, _ in shuffled)   # really interleaved
+    _, ordered, _ = run_diagnose(capsys, write_rollouts(tmp_path / "a.jsonl", LONG_WRONG))
+    _, interleaved, _ = run_diagnose(capsys, write_rollouts(tmp_path / "b.jsonl", shuffled))
+    ordered, interleaved = (json.loads(text.splitlines()[-1]) for text in (ordered, interleaved))
+    assert ordered.keys() == interleaved.keys()
+    for key in ordered:                                # equal up to the order of float sums
+        assert interleaved[key] == pytest.approx(ordered[key], rel=1e-6), key
+
+
+GOOD = '{"group": 1, "reward": 1, "length": 3}\n{"group": 1, "reward": 0, "length": 5}\n'
+
+
+@pytest.mark.parametrize("text, line, words", [
+    (GOOD + '{"group": 2, "reward": 1, "length": 3\n', 3, "not JSON"),
+    (GOOD + '{"group": 2, "length": 3}\n', 3, "'reward'"),
+    (GOOD + '[2, 1, 3]\n', 3, "'group'"),
+    (GOOD + '{"group": 2, "reward": "yes", "length": 3}\n', 3, "finite number"),
+    (GOOD + '{"group": 2, "reward": 1, "length": 2.5}\n', 3, "whole number"),
+    (GOOD + '{"group": 2, "reward": 1, "length": -1}\n', 3, "whole number"),
+    (GOOD + '\n{"group": 2, "reward": 1, "length": 4}\n', 4, "equal size"),       # one response, G = 2
+    (GOOD + '{"group": 2, "reward": 1, "length": 4}\n' * 3, 3, "equal size"),
+])
+def test_diagnose_refuses_a_malformed_line_or_unequal_groups_naming_the_line(tmp_path, capsys, text, line, words):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text)
+    code, out, err = run_diagnose(capsys, str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"line {line}:" in err and words in err
+
+
+def test_diagnose_refuses_a_missing_file_or_groups_of_one(tmp_path, capsys):
+    assert run_diagnose(capsys, str(tmp_path / "missing.jsonl"))[0] == 2
+    path = tmp_path / "ones.jsonl"
+    path.write_text('{"group": 1, "reward": 1, "length": 3}\n{"group": 2, "reward": 0, "length": 5}\n')
+    code, _, err = run_diagnose(capsys, str(path))
+    assert code == 2 and "at least 2" in err and err.count("\n") == 1
