@@ -274,7 +274,9 @@ class Args:
     dataset: str = _arg("", "hub id or local .json/.jsonl/.parquet with prompts and answers (with --model)")
     dataset_split: str = _arg("train", "split of a hub dataset")
     prompt_column: str = _arg("prompt", "column with the prompt (a string or chat messages); dots reach inside")
-    answer_column: str = _arg("answer", "column with the gold answer, e.g. 'reward_model.ground_truth'")
+    answer_column: str = _arg("answer", "column with the gold answer, e.g. 'reward_model.ground_truth'; a list = several acceptable answers")
+    skip_bad_rows: bool = _arg(False, "drop dataset rows that cannot be used (one line per kind; counts in data_report.json) instead of refusing the file")
+    max_prompt_tokens: int = _arg(0, "longest prompt in tokens after the chat template; longer rows are refused, never truncated (0: model context minus --max-new-tokens)")
     preset: str = _arg("", "one-GPU settings as new defaults (explicit flags still override)")
     dtype: str = _arg("float32", "compute dtype (autocast): float32 | bfloat16 | float16; weights and AdamW stay float32")
     gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
@@ -332,6 +334,8 @@ def check_args(args: Args):
     batch = args.group_size * args.prompts_per_step
     if args.micro_batch_size and (args.micro_batch_size < 0 or batch % args.micro_batch_size):
         raise UsageError(f"--micro-batch-size {args.micro_batch_size} does not divide the batch of {batch} responses")
+    if args.max_prompt_tokens < 0:
+        raise UsageError("--max-prompt-tokens must be positive, or 0 for the model's context minus --max-new-tokens")
     if args.dataset and not args.model:
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
     if args.model and args.aggregator == "all" and not args.sweep:
@@ -537,13 +541,15 @@ def seed_step(seed: int, step: int) -> int:
 def train(args: Args, log=print) -> str:
     """One GRPO run with one rule. Writes args.json, metrics.jsonl (one object per step)
     and checkpoint.pt; returns the output directory."""
-    out = run_io.prepare_output_dir(args.output_dir)
+    if not args.model:                     # the toy: an unwritable directory fails before the warm-up
+        run_io.prepare_output_dir(args.output_dir)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
         torch.set_flush_denormal(True)     # Adam's tiny second moments are denormal: 10x slower sqrt
-    policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)
+    policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row first
+    out = run_io.prepare_output_dir(args.output_dir)                     # so bad data writes nothing
     policy.to(device)
     reference = copy.deepcopy(policy).eval().requires_grad_(False) if args.beta > 0 else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
@@ -555,6 +561,8 @@ def train(args: Args, log=print) -> str:
     else:
         with open(os.path.join(out, "args.json"), "w") as f:
             json.dump(dataclasses.asdict(args), f, indent=2)
+        if task.data_report is not None:           # rows read, used, left out and why
+            task.data_report.save(os.path.join(out, "data_report.json"))
         open(metrics_path, "w").close()
 
     interrupted = []
@@ -668,7 +676,8 @@ def main(argv=None) -> int:
         print(f"grpo_ba.py: error: {err}", file=sys.stderr)
         return 2
     except ValueError as err:                      # SetupError and bad toy settings
-        print(f"grpo_ba.py: error: {err}", file=sys.stderr)
+        for line in str(err).splitlines() or [""]:  # a bad dataset: one line per kind of problem
+            print(f"grpo_ba.py: error: {line}", file=sys.stderr)
         return 2
 
 

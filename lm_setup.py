@@ -140,6 +140,7 @@ class Task:
     heldout: list
     prompt_text: object           # prompt -> the text the policy continues
     forced_prefix: object         # (prompt, random.Random) -> forced start of the response ('' = none)
+    data_report: object = None    # real_data.DataReport of --dataset (None: the toy)
 
 
 def build(args, warmup_steps_by_regime, log=print):
@@ -147,11 +148,18 @@ def build(args, warmup_steps_by_regime, log=print):
     if args.model:
         if not args.dataset:
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
-        train, heldout = load_prompt_dataset(args.dataset, args.prompt_column, args.answer_column,
-                                             args.dataset_split, args.eval_prompts)
-        policy = load_model(args.model, args.attn_implementation)
+        import real_data                      # every row checked before the model loads
+        check_model_path(args.model)
         tokenizer = load_tokenizer(args.model)
-        task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "")
+        limit, reason = real_data.prompt_token_limit(real_data.model_context(args.model, tokenizer),
+                                                     args.max_new_tokens, args.max_prompt_tokens)
+        rows, report = real_data.load_rows(args.dataset, args.prompt_column, args.answer_column, args.dataset_split,
+                                           tokenizer, limit, args.skip_bad_rows, reason)
+        train, heldout = split_heldout(rows, args.eval_prompts)
+        report.n_train, report.n_heldout = len(train), len(heldout)
+        log(report.summary())
+        policy = load_model(args.model, args.attn_implementation)
+        task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "", report)
     else:
         world = ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac)
         warmup_steps = args.warmup_steps or warmup_steps_by_regime[args.regime]
@@ -169,12 +177,17 @@ def build(args, warmup_steps_by_regime, log=print):
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def check_model_path(name_or_path: str):
+    """A local directory or something shaped like a hub id ("org/name")."""
+    is_hub_id = name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/", "~"))
+    if not os.path.isdir(os.path.expanduser(name_or_path)) and not is_hub_id:
+        raise SetupError(f"model path {name_or_path!r} does not exist")
+
+
 def load_model(name_or_path: str, attn_implementation: str | None = None):
     """Any HF causal LM, from the hub or a local directory."""
+    check_model_path(name_or_path)
     path = os.path.expanduser(name_or_path)
-    is_hub_id = name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/", "~"))
-    if not os.path.isdir(path) and not is_hub_id:
-        raise SetupError(f"model path {name_or_path!r} does not exist")
     kwargs = {"dtype": torch.float32}         # master weights; --dtype is autocast compute
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
@@ -195,41 +208,21 @@ def load_tokenizer(name_or_path: str):
     return tokenizer
 
 
-def _column(row: dict, dotted: str):
-    value = row
-    for key in dotted.split("."):              # "reward_model.ground_truth" reaches inside
-        value = value[key]
-    return value
-
-
 def load_prompt_dataset(source: str, prompt_column: str, answer_column: str, split: str = "train",
                         heldout: int = 64, seed: int = 0):
     """(train, heldout) lists of {"prompt", "answer"} from a hub id or a local
-    .json/.jsonl/.parquet file. A prompt may be a string or a list of chat messages
-    (DAPO-Math-17k); the answer may be a number or a worked solution ending in
-    `#### 42` (GSM8K): the verifier reads either."""
-    from datasets import load_dataset
-    extension = os.path.splitext(source)[1].lower()
-    if extension in (".json", ".jsonl", ".parquet"):
-        if not os.path.isfile(source):
-            raise SetupError(f"dataset file {source!r} does not exist")
-        data = load_dataset("parquet" if extension == ".parquet" else "json", data_files=source, split="train")
-    elif os.path.exists(source):
-        raise SetupError(f"dataset {source!r}: use a .json, .jsonl or .parquet file")
-    else:
-        try:
-            data = load_dataset(source, split=split)
-        except Exception as err:               # offline, unknown id, bad split ...
-            raise SetupError(f"cannot load dataset {source!r}: {str(err).splitlines()[0]}") from None
-    rows = []
-    for row in data:
-        try:
-            rows.append({"prompt": _column(row, prompt_column), "answer": str(_column(row, answer_column))})
-        except (KeyError, TypeError):
-            raise SetupError(f"dataset {source!r} has no column {prompt_column!r} or {answer_column!r}; "
-                             f"columns: {data.column_names}") from None
-    if len(rows) < 2:
-        raise SetupError(f"dataset {source!r} has fewer than 2 rows")
+    .json/.jsonl/.parquet file, every row checked by real_data.load_rows (no token
+    lengths: that needs the tokenizer, see build). A prompt may be a string or a list
+    of chat messages (DAPO-Math-17k); the answer a number, a worked solution ending in
+    `#### 42` (GSM8K), or a list of acceptable answers."""
+    import real_data
+    rows, _ = real_data.load_rows(source, prompt_column, answer_column, split)
+    return split_heldout(rows, heldout, seed)
+
+
+def split_heldout(rows: list, heldout: int, seed: int = 0):
+    """(train, heldout): a seeded shuffle, then min(heldout, n // 5 or 1) rows held out."""
+    rows = list(rows)
     random.Random(seed).shuffle(rows)
     n_heldout = min(heldout, len(rows) // 5 or 1)
     return rows[n_heldout:], rows[:n_heldout]
