@@ -175,6 +175,11 @@ AGGREGATORS = {
 }
 
 
+def aggregator_function(aggregator):
+    """A rule's name in AGGREGATORS, or a function with the aggregators' signature (a student's own)."""
+    return AGGREGATORS[aggregator] if isinstance(aggregator, str) else aggregator
+
+
 def aggregation_coefficients(mask, advantages, group_size, aggregator):
     """c_it = dJ/dl_it, shape (B, T): the weight each token term gets under a rule.
 
@@ -184,7 +189,7 @@ def aggregation_coefficients(mask, advantages, group_size, aggregator):
     """
     probe = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
-        value = AGGREGATORS[aggregator](probe, mask, advantages.float(), group_size)
+        value = aggregator_function(aggregator)(probe, mask, advantages.float(), group_size)
         (coefficients,) = torch.autograd.grad(value, probe)
     return coefficients * mask.to(coefficients.dtype)
 
@@ -203,7 +208,7 @@ def token_weights(mask, advantages, group_size, aggregator):
     logp = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
         token_loss = clipped_token_loss(logp, logp.detach(), advantages, mask)
-        value = AGGREGATORS[aggregator](token_loss, mask, advantages, group_size)
+        value = aggregator_function(aggregator)(token_loss, mask, advantages, group_size)
         (grad,) = torch.autograd.grad(value, logp)
     return -grad
 

@@ -1,12 +1,35 @@
-"""The math core against docs/method.md: advantages, clipped term, three aggregators."""
+"""The math core against docs/method.md: advantages, clipped term, three aggregators.
+
+The claims about the five functions of the exercises (group_advantages, the three
+aggregators, sign_weights) run against the module named by the environment variable
+GRPO_BA_MATH_CORE (default: grpo_ba); `python -m exercises.check` points it at a
+student's stubs. `@checks(name)` tags the function a claim is about ("{rule}" stands for
+the test's `rule` parameter); everything else in a claim (its set-up) comes from grpo_ba.
+"""
+import importlib
 import math
+import os
 
 import pytest
 import torch
 
-from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_sequence, aggregate_token,
-                     aggregation_coefficients, clipped_token_loss, group_advantages, k3_kl,
+from grpo_ba import (aggregation_coefficients, clipped_token_loss, group_advantages, k3_kl,
                      sign_weights)
+
+subject = importlib.import_module(os.environ.get("GRPO_BA_MATH_CORE", "grpo_ba"))
+RULES = ["token", "sequence", "balanced"]
+
+
+def subject_aggregator(rule):
+    return getattr(subject, f"aggregate_{rule}")
+
+
+def checks(*functions):
+    """Tag a claim with the exercise function(s) it is about (read by exercises/check.py)."""
+    def tag(test):
+        test.checks = functions
+        return test
+    return tag
 
 
 def make_mask(lengths, width=None):
@@ -24,9 +47,10 @@ def on_policy_loss(mask, adv):
 
 # ------------------------------------------------------------------ advantages
 
+@checks("group_advantages")
 def test_advantages_have_zero_mean_and_unit_population_std_per_group():
     rewards = torch.tensor([1., 0, 1, 1, 0, 0, 0, 1])
-    adv = group_advantages(rewards, 4).view(2, 4)
+    adv = subject.group_advantages(rewards, 4).view(2, 4)
     assert torch.allclose(adv.sum(1), torch.zeros(2), atol=1e-6)
     assert torch.allclose(adv.std(1, unbiased=False), torch.ones(2), atol=1e-4)
     # k = 3 of G = 4: A+ = sqrt((G-k)/k), A- = -sqrt(k/(G-k)) (population std)
@@ -34,20 +58,23 @@ def test_advantages_have_zero_mean_and_unit_population_std_per_group():
     assert adv[0, 1].item() == pytest.approx(-math.sqrt(3), rel=1e-4)
 
 
+@checks("group_advantages")
 def test_advantages_none_scale_is_dr_grpo_centering():
     rewards = torch.tensor([1., 0, 0, 0])
-    assert torch.allclose(group_advantages(rewards, 4, scale="none"), torch.tensor([.75, -.25, -.25, -.25]))
+    assert torch.allclose(subject.group_advantages(rewards, 4, scale="none"), torch.tensor([.75, -.25, -.25, -.25]))
 
 
+@checks("group_advantages")
 def test_groups_of_one_and_all_equal_groups_give_zero_advantage_without_nan():
-    assert torch.equal(group_advantages(torch.tensor([1., 0, 1]), 1), torch.zeros(3))
-    adv = group_advantages(torch.tensor([1., 1, 1, 0, 0, 0]), 3)
+    assert torch.equal(subject.group_advantages(torch.tensor([1., 0, 1]), 1), torch.zeros(3))
+    adv = subject.group_advantages(torch.tensor([1., 1, 1, 0, 0, 0]), 3)
     assert torch.isfinite(adv).all() and torch.equal(adv, torch.zeros(6))
 
 
+@checks("group_advantages")
 def test_advantages_reject_batch_that_does_not_split_into_groups():
     with pytest.raises(ValueError):
-        group_advantages(torch.ones(5), 2)
+        subject.group_advantages(torch.ones(5), 2)
 
 
 # ------------------------------------------------------------------ clipped term
@@ -105,13 +132,21 @@ def test_masked_positions_with_infinite_ratio_give_no_nan():
 
 # ------------------------------------------------------------------ aggregators: docs/method.md §3
 
-def test_worked_example_of_method_section_3():
+@checks("aggregate_{rule}")
+@pytest.mark.parametrize("rule, expected", [("token", 0.4), ("sequence", 0.0), ("balanced", 0.0)])
+def test_worked_example_of_method_section_3(rule, expected):
     adv = torch.tensor([1., -1, 1, -1])
     mask = make_mask([2, 4, 1, 3])
     loss = on_policy_loss(mask, adv)
-    assert aggregate_token(loss, mask, adv, 4).item() == pytest.approx(0.4)
-    assert aggregate_sequence(loss, mask, adv, 4).item() == pytest.approx(0.0, abs=1e-7)
-    assert aggregate_balanced(loss, mask, adv, 4).item() == pytest.approx(0.0, abs=1e-7)
+    assert subject_aggregator(rule)(loss, mask, adv, 4).item() == pytest.approx(expected, abs=1e-7)
+
+
+@checks("sign_weights")
+@pytest.mark.parametrize("rule, expected", [("token", (0.3, -0.7)), ("sequence", (0.5, -0.5)), ("balanced", (0.5, -0.5))])
+def test_sign_weights_of_the_worked_example(rule, expected):
+    adv = torch.tensor([1., -1, 1, -1])
+    w_pos, w_neg = subject.sign_weights(make_mask([2, 4, 1, 3]), adv, 4, rule)
+    assert (float(w_pos), float(w_neg)) == pytest.approx(expected, abs=1e-6)
 
 
 GROUP_LENGTHS = [3, 7, 2, 9, 4, 12, 5, 1]        # G = 8
@@ -125,7 +160,8 @@ def _table_setup():
     return rewards, adv, mask
 
 
-@pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
+@checks("aggregate_{rule}")
+@pytest.mark.parametrize("rule", RULES)
 def test_per_token_gradient_weight_matches_method_table(rule):
     rewards, adv, mask = _table_setup()
     lengths = mask.sum(1)
@@ -137,62 +173,68 @@ def test_per_token_gradient_weight_matches_method_table(rule):
         "balanced": torch.where(pos, adv / (G * lengths[pos].mean()), adv / (G * lengths[~pos].mean())),
     }[rule]
     logp = torch.zeros_like(mask, requires_grad=True)
-    value = AGGREGATORS[rule](clipped_token_loss(logp, logp.detach(), adv, mask), mask, adv, G)
+    value = subject_aggregator(rule)(clipped_token_loss(logp, logp.detach(), adv, mask), mask, adv, G)
     (grad,) = torch.autograd.grad(value, logp)
     assert torch.allclose(-grad, expected_per_token[:, None] * mask, atol=1e-6)
 
 
+@checks("sign_weights")
 @pytest.mark.parametrize("rule", ["sequence", "balanced"])
 def test_balanced_and_sequence_give_each_sign_sqrt_k_g_minus_k_over_g(rule):
     _, adv, mask = _table_setup()
     k, G = 3, 8
-    w_pos, w_neg = sign_weights(mask, adv, G, rule)
+    w_pos, w_neg = subject.sign_weights(mask, adv, G, rule)
     expected = math.sqrt(k * (G - k)) / G
     assert w_pos.item() == pytest.approx(expected, rel=1e-4)
     assert w_neg.item() == pytest.approx(-expected, rel=1e-4)
 
 
+@checks("sign_weights")
 def test_token_positive_to_negative_weight_ratio_equals_mean_length_ratio():
     rewards, adv, mask = _table_setup()
     lengths = mask.sum(1)
     ratio = lengths[rewards == 1].mean() / lengths[rewards == 0].mean()
-    w_pos, w_neg = sign_weights(mask, adv, 8, "token")
+    w_pos, w_neg = subject.sign_weights(mask, adv, 8, "token")
     assert (w_pos / -w_neg).item() == pytest.approx(ratio.item(), rel=1e-4)
     assert (w_pos / -w_neg).item() != pytest.approx(1.0, rel=0.05)   # the setup has a real gap
 
 
+@checks("aggregate_token")
 def test_token_loss_at_ratio_one_is_minus_sum_a_l_over_sum_l():
     _, adv, mask = _table_setup()
     lengths = mask.sum(1)
-    loss = aggregate_token(on_policy_loss(mask, adv), mask, adv, 8)
+    loss = subject.aggregate_token(on_policy_loss(mask, adv), mask, adv, 8)
     assert loss.item() == pytest.approx((-(adv * lengths).sum() / lengths.sum()).item(), rel=1e-5)
     assert abs(loss.item()) > 1e-3
 
 
 # ------------------------------------------------------------------ aggregators: edge cases
 
-def test_all_rules_coincide_when_every_response_has_the_same_length():
+@checks("aggregate_{rule}")
+@pytest.mark.parametrize("rule", RULES)
+def test_all_rules_coincide_when_every_response_has_the_same_length(rule):
+    """With L_i = L for all i every rule is the plain token mean sum_it l_it / (G L)."""
     torch.manual_seed(1)
     mask = make_mask([5] * 8)
     adv = group_advantages(torch.tensor(GROUP_REWARDS), 8)
     loss = torch.randn(8, mask.shape[1]) * mask
-    values = [f(loss, mask, adv, 8).item() for f in AGGREGATORS.values()]
-    assert values[0] == pytest.approx(values[1], rel=1e-5)
-    assert values[0] == pytest.approx(values[2], rel=1e-5)
+    assert subject_aggregator(rule)(loss, mask, adv, 8).item() == pytest.approx((loss.sum() / 40).item(), rel=1e-5)
 
 
-@pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
+@checks("aggregate_{rule}")
+@pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("rewards", [[1., 1, 1, 1], [0., 0, 0, 0]])
 def test_all_rules_give_zero_with_finite_gradients_when_k_is_0_or_g(rule, rewards):
     adv = group_advantages(torch.tensor(rewards), 4)
     mask = make_mask([2, 4, 1, 3])
     logp = torch.randn(mask.shape, requires_grad=True)
-    value = AGGREGATORS[rule](clipped_token_loss(logp, logp.detach() + 0.1, adv, mask), mask, adv, 4)
+    value = subject_aggregator(rule)(clipped_token_loss(logp, logp.detach() + 0.1, adv, mask), mask, adv, 4)
     (grad,) = torch.autograd.grad(value, logp)
     assert value.item() == 0.0 and torch.isfinite(grad).all() and torch.equal(grad, torch.zeros_like(grad))
 
 
-@pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
+@checks("aggregate_{rule}")
+@pytest.mark.parametrize("rule", RULES)
 def test_padding_beyond_the_mask_changes_nothing(rule):
     torch.manual_seed(2)
     _, adv, mask = _table_setup()
@@ -200,25 +242,27 @@ def test_padding_beyond_the_mask_changes_nothing(rule):
     garbage = loss + (1 - mask) * 1e6
     wide_mask = torch.cat([mask, torch.zeros(8, 5)], 1)
     wide_loss = torch.cat([loss, torch.randn(8, 5)], 1)
-    f = AGGREGATORS[rule]
+    f = subject_aggregator(rule)
     base = f(loss * mask, mask, adv, 8)
     assert f(garbage * mask, mask, adv, 8).item() == pytest.approx(base.item(), rel=1e-6)
     assert f(wide_loss * wide_mask, wide_mask, adv, 8).item() == pytest.approx(base.item(), rel=1e-6)
 
 
-@pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
+@checks("aggregate_{rule}")
+@pytest.mark.parametrize("rule", RULES)
 def test_zero_length_response_gives_no_nan(rule):
     adv = group_advantages(torch.tensor([1., 0, 1, 0]), 4)
     mask = make_mask([0, 3, 2, 0])
     logp = torch.zeros(mask.shape, requires_grad=True)
-    value = AGGREGATORS[rule](clipped_token_loss(logp, logp.detach(), adv, mask), mask, adv, 4)
+    value = subject_aggregator(rule)(clipped_token_loss(logp, logp.detach(), adv, mask), mask, adv, 4)
     (grad,) = torch.autograd.grad(value, logp)
     assert torch.isfinite(value) and torch.isfinite(grad).all()
     # every response empty: loss 0, not 0/0
     empty = torch.zeros(4, 3)
-    assert AGGREGATORS[rule](empty, empty, adv, 4).item() == 0.0
+    assert subject_aggregator(rule)(empty, empty, adv, 4).item() == 0.0
 
 
+@checks("aggregate_balanced")
 def test_nonbinary_balanced_reduces_to_binary_form_on_binary_rewards():
     torch.manual_seed(3)
     rewards, adv, mask = _table_setup()
@@ -227,40 +271,45 @@ def test_nonbinary_balanced_reduces_to_binary_form_on_binary_rewards():
     pos, neg = rewards == 1, rewards == 0
     k, G = int(pos.sum()), 8
     binary = (k / G) * loss[pos].sum() / lengths[pos].sum() + ((G - k) / G) * loss[neg].sum() / lengths[neg].sum()
-    assert aggregate_balanced(loss, mask, adv, G).item() == pytest.approx(binary.item(), rel=1e-5)
+    assert subject.aggregate_balanced(loss, mask, adv, G).item() == pytest.approx(binary.item(), rel=1e-5)
 
 
+@checks("aggregate_balanced")
 def test_nonbinary_balanced_keeps_per_sign_masses_equal_to_sequence():
     rewards = torch.tensor([0.9, 0.1, 0.5, 0.0, 0.7, 0.3])
     adv = group_advantages(rewards, 6)
     mask = make_mask([4, 9, 2, 7, 3, 11])
-    w_bal = sign_weights(mask, adv, 6, "balanced")
+    w_bal = sign_weights(mask, adv, 6, subject.aggregate_balanced)
     w_seq = sign_weights(mask, adv, 6, "sequence")
     assert w_bal[0].item() == pytest.approx(w_seq[0].item(), rel=1e-5)
     assert w_bal[1].item() == pytest.approx(w_seq[1].item(), rel=1e-5)
     assert w_bal[0].item() == pytest.approx(-w_bal[1].item(), rel=1e-5)  # sum A_i = 0
     # ... and tokens inside a sign share one coefficient
-    coeff = aggregation_coefficients(mask, adv, 6, "balanced")
+    coeff = aggregation_coefficients(mask, adv, 6, subject.aggregate_balanced)
     pos_coeffs = coeff[(adv > 0)[:, None].expand_as(mask) & mask.bool()]
     assert torch.allclose(pos_coeffs, pos_coeffs[0].expand_as(pos_coeffs))
 
 
-@pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
+@checks("aggregate_{rule}")
+@pytest.mark.parametrize("rule", RULES)
 def test_p_groups_give_the_mean_of_the_p_single_group_values(rule):
     torch.manual_seed(4)
     rewards = torch.tensor([1., 0, 0, 1, 0, 0, 0, 1, 1, 1, 0, 1])
     adv = group_advantages(rewards, 4)
     mask = make_mask([2, 5, 1, 7, 3, 3, 8, 1, 4, 6, 2, 2])
     loss = torch.randn(mask.shape) * mask
-    f = AGGREGATORS[rule]
+    f = subject_aggregator(rule)
     singles = [f(loss[i:i + 4], mask[i:i + 4], adv[i:i + 4], 4) for i in range(0, 12, 4)]
     assert f(loss, mask, adv, 4).item() == pytest.approx(torch.stack(singles).mean().item(), rel=1e-5)
 
 
-@pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
+@checks("aggregate_{rule}")
+@pytest.mark.parametrize("rule", RULES)
 def test_coefficients_reproduce_the_aggregate(rule):
+    """The rule is linear in the token terms: J = sum_it c_it * l_it (docs/method.md §7, choice 8)."""
     torch.manual_seed(5)
     _, adv, mask = _table_setup()
     loss = torch.randn(mask.shape) * mask
-    coeff = aggregation_coefficients(mask, adv, 8, rule)
-    assert (coeff * loss).sum().item() == pytest.approx(AGGREGATORS[rule](loss, mask, adv, 8).item(), rel=1e-5)
+    f = subject_aggregator(rule)
+    coeff = aggregation_coefficients(mask, adv, 8, f)
+    assert (coeff * loss).sum().item() == pytest.approx(f(loss, mask, adv, 8).item(), rel=1e-5)

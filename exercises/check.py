@@ -1,0 +1,142 @@
+"""Check the exercises against the project's own claims.
+
+    python -m exercises.check                         # exercises/math_core.py, every function
+    python -m exercises.check aggregate_token         # only these functions
+    python -m exercises.check --solution              # the same claims against grpo_ba (all pass)
+    python -m exercises.check --module my_answers     # any importable module with the five functions
+
+The claims are the tests of tests/test_math_core.py tagged `@checks(function)`; this
+script runs them with pytest, with GRPO_BA_MATH_CORE naming the module under test, and
+prints per function "passed" or the claims that failed and why. Exit code 0 when every
+checked function passes, 1 while any fails, 2 for bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import linecache
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLAIMS = os.path.join(ROOT, "tests", "test_math_core.py")
+FUNCTIONS = ("group_advantages", "aggregate_sequence", "aggregate_token", "aggregate_balanced", "sign_weights")
+STUBS, SOLUTION = "exercises.math_core", "grpo_ba"
+
+
+class ClaimCollector:
+    """pytest plugin: keeps the claims about the wanted functions, records each outcome."""
+
+    def __init__(self, functions):
+        self.results = {name: [] for name in functions}     # function -> [(claim, passed, why)]
+        self.functions_of = {}                               # test node id -> functions it checks
+        self.outcome = {}                                    # test node id -> (passed, why)
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        kept, dropped = [], []
+        for item in items:
+            params = item.callspec.params if hasattr(item, "callspec") else {}
+            names = [tag.format(**params) for tag in getattr(getattr(item, "function", None), "checks", ())]
+            names = [n for n in names if n in self.results]
+            if names:
+                self.functions_of[item.nodeid] = names
+                kept.append(item)
+            else:
+                dropped.append(item)
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+    def pytest_runtest_logreport(self, report):
+        if report.nodeid not in self.functions_of:
+            return
+        if report.failed:
+            self.outcome[report.nodeid] = (False, _why(report))
+        elif report.when == "call" and report.nodeid not in self.outcome:
+            self.outcome[report.nodeid] = (True, "")
+
+    def pytest_sessionfinish(self, session):
+        for nodeid, names in self.functions_of.items():
+            passed, why = self.outcome.get(nodeid, (False, "did not run"))
+            claim = nodeid.split("::", 1)[-1]
+            for name in names:
+                self.results[name].append((claim, passed, why))
+
+
+def _why(report) -> str:
+    """One line that says what went wrong: the failed assertion's source line, or the
+    exception raised (and where, when it is not in the claims' file)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is None:
+        return str(report.longrepr).strip().splitlines()[-1][:200]
+    message = next((line for line in crash.message.splitlines() if line.strip()), "failed")
+    if message.startswith(("assert", "AssertionError")):
+        message = linecache.getline(crash.path, crash.lineno).strip() or message
+    elif os.path.abspath(crash.path) != CLAIMS:
+        where = os.path.relpath(crash.path, ROOT) if os.path.abspath(crash.path).startswith(ROOT) else os.path.basename(crash.path)
+        message += f"  ({where}:{crash.lineno})"
+    return message[:200]
+
+
+def run_claims(module: str, functions=FUNCTIONS) -> dict:
+    """{function: [(claim, passed, why)]} for the claims about `functions` in `module`."""
+    import pytest
+    os.environ["GRPO_BA_MATH_CORE"] = module
+    collector = ClaimCollector(functions)
+    exit_code = pytest.main(["-p", "no:cacheprovider", "-p", "no:terminal", "-W", "ignore", f"--rootdir={ROOT}", CLAIMS],
+                            plugins=[collector])
+    if exit_code not in (0, 1, 5):                 # 5: no claims collected, reported per function
+        raise RuntimeError(f"pytest could not run {CLAIMS} (exit code {int(exit_code)})")
+    return collector.results
+
+
+def report(results: dict) -> tuple[str, bool]:
+    """Per function: passed (n claims) or the failed claims with why. -> (text, all passed)."""
+    lines, all_passed = [], True
+    for name, claims in results.items():
+        failed = [(claim, why) for claim, passed, why in claims if not passed]
+        if not claims:
+            lines.append(f"{name:20s} no claims found")
+            all_passed = False
+        elif not failed:
+            lines.append(f"{name:20s} passed ({len(claims)} claim{'s' * (len(claims) != 1)})")
+        elif all(why.startswith("NotImplementedError") for _, why in failed) and len(failed) == len(claims):
+            all_passed = False
+            lines.append(f"{name:20s} not implemented yet ({len(claims)} claims to pass)")
+        else:
+            all_passed = False
+            lines.append(f"{name:20s} FAILED {len(failed)} of {len(claims)} claims")
+            lines += [f"    {claim}: {why}" for claim, why in failed]
+    return "\n".join(lines), all_passed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m exercises.check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("functions", nargs="*", metavar="FUNCTION", help="check only these: " + ", ".join(FUNCTIONS))
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--solution", action="store_true", help=f"check {SOLUTION} (the reference) instead of the stubs")
+    which.add_argument("--module", default=STUBS, help="the module under test (default: %(default)s)")
+    args = parser.parse_args(argv)
+    unknown = [f for f in args.functions if f not in FUNCTIONS]
+    if unknown:
+        print(f"exercises.check: error: unknown function {unknown[0]!r}; choose from {', '.join(FUNCTIONS)}", file=sys.stderr)
+        return 2
+    module = SOLUTION if args.solution else args.module
+    sys.path.insert(0, ROOT)
+    try:
+        importlib.import_module(module)
+    except Exception as err:                    # a student's syntax error is a failure, not a crash
+        print(f"cannot import {module}: {type(err).__name__}: {err}")
+        return 1
+    print(f"checking {module} against the claims of tests/test_math_core.py")
+    try:
+        results = run_claims(module, args.functions or FUNCTIONS)
+    except RuntimeError as err:
+        print(f"exercises.check: error: {err}", file=sys.stderr)
+        return 2
+    text, all_passed = report(results)
+    print(text)
+    return 0 if all_passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
