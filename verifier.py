@@ -2,23 +2,40 @@
 
     extract_answer("so the total is \\boxed{\\frac{7}{2}}")  -> "\\frac{7}{2}"
     verify("Answer: 3.5", "7/2")                               -> 1.0
+    verify("\\boxed{\\frac{1}{\\sqrt2}}", "\\frac{\\sqrt{2}}{2}")   -> 1.0
+    verify("\\boxed{42}", ["41", "42"])                        -> 1.0   (any acceptable gold)
+    parse_gold("\\text{(C)}") -> C ;  parse_gold("\\begin{pmatrix}1\\end{pmatrix}") -> None
+
+Public API
+    verify(completion, gold) -> 1.0 or 0.0. `gold` is a string or a list/tuple of acceptable
+        strings (right if any matches). Never raises.
+    extract_answer(text) -> the raw final-answer string, or None.
+    parse_gold(gold) -> the value the verifier reads from a gold answer (bare or in a format),
+        or None when it cannot read it: such a gold makes every completion score 0, so a
+        dataset should be checked with it. Values are sympy expressions, `Brackets` (tuples,
+        intervals), `AnswerSet`, sympy sets (unions of intervals) or a lower-case word (str).
+    parse_value(answer) -> the same for an already-extracted answer string.
 
 Formats: `\\boxed{...}`, `Answer: ...` and `#### ...`; whichever of these comes last
 in the text decides (a truncated `\\boxed{4` gives no answer). Only a text with none of
-them falls back to its last number.
-Values: signed integers, decimals, fractions `a/b` and `\\frac{a}{b}`, and arithmetic
-with + - * / and brackets, e.g. `(3+4)*2`. Two values are equal when they are the same
-exact rational number (sympy.Rational): `3.5 == 7/2`, but `0.333 != 1/3`.
+them falls back to its last number. `Answer: The final answer is $5$. I hope it is
+correct.` (Minerva's format) reads as 5.
+
+Answers are read as MATH-500, AIME, OlympiadBench and Minerva-MATH write them: integers,
+decimals, fractions (`\\frac`, `a/b`, mixed `2\\frac{1}{2}`), `\\sqrt{}` and `\\sqrt[n]{}`,
+`\\pi`, `\\infty`, powers with bounded exponents, tuples and intervals (`[2, 5)`, unions
+with `\\cup`), sets and comma lists (unordered), `x = 5` (the right-hand side), expressions
+in a variable (`2x+3` = `3+2x`), `\\text{(C)}` = `C`, words (`\\text{Monday}`). Degrees,
+percent signs, dollar signs, `{,}` / `,\\!` thousands separators and units after the value
+(`47 apples`, `5\\text{ cm}^2`) are dropped: `30^\\circ` = 30, `20\\%` = 20.
+Equality is exact and symbolic, never by floating point: `\\sqrt{8}` = `2\\sqrt{2}`,
+`3.5` = `7/2`, but `0.333` != `1/3` and `0.7499` != `3/4`.
 
 Model output is untrusted. No text from it is ever handed to `sympify`, `parse_expr`
-or `eval` (they run Python). Instead a whitelist (digits, `+ - * / ( ) .`, spaces)
-and a small recursive-descent parser build sympy Rationals directly; limits on the
-length, the digits of a number and the nesting depth keep every call fast.
+or `eval` (they run Python). verifier_parser.py tokenizes with a fixed vocabulary and
+builds sympy objects directly; bounds on the length, digits, nesting, exponents and the
+size of expansions keep every call fast (`10^{10^{10}}` is refused, not computed).
 `verify` never raises: anything malformed, and division by zero, scores 0.0.
-
-Public API: `verify(completion, gold)` (gold may be a list/tuple of acceptable answers,
-right if any matches), `extract_answer(text)`, and `parse_gold(gold)` -- the parsed gold
-value, or None when the verifier cannot read it (for dataset validation).
 """
 from __future__ import annotations
 
@@ -26,15 +43,18 @@ import re
 
 import sympy
 
-MAX_TEXT_CHARS = 200_000      # longer completions are judged on their last 200k characters
-MAX_EXPR_CHARS = 200          # an answer expression longer than this is refused
-MAX_NUMBER_DIGITS = 40        # no single number with more digits than this
-MAX_DEPTH = 20                # bracket nesting depth
+from verifier_parser import AnswerSet, Brackets, Unreadable, expansion_bound, parse_answer, to_interval
 
-_ALLOWED = re.compile(r"[0-9+\-*/().\s]*")
+MAX_TEXT_CHARS = 200_000      # longer completions are judged on their last 200k characters
+MAX_ANSWER_CHARS = 1000       # an extracted answer longer than this is refused
+MAX_WORD_CHARS = 60           # a word answer (`\text{Monday}`) is at most this long
+MAX_COMPARE_TERMS = 600       # terms one comparison may expand; beyond, judged unequal
+
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
-_MARKERS = re.compile(r"\\boxed\s*\{|Answer\s*:|####")
+_MARKERS = re.compile(r"\\boxed\s*\{|\\fbox\s*\{|Answer\s*:|####")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_MINERVA_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*", re.I)
+_MINERVA_SUFFIX = re.compile(r"\.?\s*I hope it is correct\.?\s*$", re.I)
 
 
 def _braced(text: str, start: int) -> str | None:
@@ -59,109 +79,141 @@ def extract_answer(text: str) -> str | None:
     for last_marker in _MARKERS.finditer(text):      # the last marker decides, readable or not
         pass
     if last_marker is not None:
-        if last_marker.group().startswith("\\boxed"):
+        if last_marker.group().startswith("\\"):
             answer = _braced(text, last_marker.end())    # None when truncated: no answer
         else:
             answer = text[last_marker.end():].split("\n", 1)[0]
+            answer = _MINERVA_SUFFIX.sub("", _MINERVA_PREFIX.sub("", answer, count=1))
         answer = answer.strip().rstrip(".").strip() if answer is not None else ""
         return answer or None
     numbers = _NUMBER.findall(_THOUSANDS.sub("", text))
     return numbers[-1] if numbers else None
 
 
-def _latex_to_plain(answer: str) -> str:
-    """Rewrite the little LaTeX an answer may use into plain arithmetic."""
-    answer = answer.replace("\\left", "").replace("\\right", "").replace("\\!", "")
-    answer = answer.replace("\\cdot", "*").replace("\\times", "*").replace("\\div", "/")
-    answer = answer.replace("\\$", "").replace("$", "").replace("{,}", "")
-    answer = _THOUSANDS.sub("", answer)
-    # \frac{a}{b}, \dfrac{a}{b}, \tfrac{a}{b} -> ((a)/(b)); innermost first, bounded.
-    frac = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
-    for _ in range(MAX_DEPTH):
-        answer, count = frac.subn(r"((\1)/(\2))", answer)
+# -- text normalisation: what a grader ignores --------------------------------------------
+
+_REPLACE = [  # (pattern, replacement), applied in order; every pattern is linear-time
+    (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)\s*\.?(?![A-Za-z])"), ""),  # \left( -> (, \right. -> ''
+    (re.compile(r"\\!"), ""),
+    (re.compile(r"\\[,;: ]|\\q?quad|\\displaystyle|~"), " "),
+    (re.compile(r"\\?\$"), ""),
+    (re.compile(r"\{,\}"), ","),
+    (re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree|°"), ""),
+    (re.compile(r"\\?%|\\percent"), ""),
+    (re.compile(r"\\[dtc]frac"), r"\\frac"),
+    (re.compile(r"\\(?:text|mbox|mathrm|textrm|textnormal)\s*\{\s*(?:or|and)\s*\}|\s(?:or|and)\s"), ","),
+]
+_UNICODE = str.maketrans({"π": "\\pi ", "∞": "\\infty ", "−": "-", "×": "*", "·": "*",
+                          "÷": "/", "√": "\\sqrt", "∪": "\\cup "})
+_TEXT_COMMAND = r"\\(?:text|textbf|textit|textrm|textnormal|mbox|mathrm|mathbf|mathit|operatorname)"
+# A unit after the value: a \text{...} group, or plain words, with an optional ^2 / ^{3}.
+_TRAILING_UNIT = re.compile(
+    r"(?<=\S)\s*(?:" + _TEXT_COMMAND + r"\s*\{[^{}]*\}|(?<![\\A-Za-z])(?!(?:pi|sqrt|infty)\b)[A-Za-z]{2,}"
+    r"(?:\s+[A-Za-z]{2,})*)\s*(?:\^\s*\{?\d\}?)?\s*$")
+_TEXT_GROUP = re.compile(_TEXT_COMMAND + r"\s*\{([^{}]*)\}")
+_GROUPED_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_WORD_ANSWER = re.compile(r"[A-Za-z][A-Za-z '\-]*")
+
+
+def normalise(answer: str) -> str | None:
+    """The answer with what a grader ignores removed: `$`, `\\left`, spacing, degrees,
+    percent, units after the value, `\\text{}` wrappers, thousands separators."""
+    if not isinstance(answer, str) or len(answer) > MAX_ANSWER_CHARS:
+        return None
+    answer = answer.translate(_UNICODE)
+    for pattern, replacement in _REPLACE:
+        answer = pattern.sub(replacement, answer)
+    answer = answer.strip().rstrip(".").strip()
+    for _ in range(3):                               # `5 \text{cm}`, `47 apples`, `3 m^2`
+        stripped = _TRAILING_UNIT.sub("", answer).strip()
+        if not stripped or stripped == answer or stripped.endswith((",", "=")):
+            break
+        answer = stripped
+    for _ in range(4):                               # \text{(C)} -> (C), nested at most 4 deep
+        answer, count = _TEXT_GROUP.subn(r"\1", answer)
         if not count:
             break
-    return answer.strip()
+    answer = answer.strip()
+    if _GROUPED_THOUSANDS.fullmatch(answer):
+        answer = answer.replace(",", "")
+    return answer or None
 
 
-class _Parser:
-    """expr := term (('+'|'-') term)* ; term := factor (('*'|'/') factor)* ;
-    factor := ('+'|'-') factor | number | '(' expr ')'   -- nothing else exists."""
-
-    def __init__(self, text: str):
-        self.tokens = re.findall(r"\d+\.?\d*|\.\d+|[-+*/()]", text)
-        if "".join(self.tokens) != re.sub(r"\s+", "", text) or "**" in text:
-            raise ValueError("unparseable")
-        self.pos = 0
-        self.depth = 0
-
-    def _peek(self):
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def _take(self):
-        self.pos += 1
-        return self.tokens[self.pos - 1]
-
-    def parse(self) -> sympy.Rational:
-        value = self._expr()
-        if self._peek() is not None:
-            raise ValueError("trailing tokens")
-        return value
-
-    def _expr(self):
-        value = self._term()
-        while self._peek() in ("+", "-"):
-            value = value + self._term() if self._take() == "+" else value - self._term()
-        return value
-
-    def _term(self):
-        value = self._factor()
-        while self._peek() in ("*", "/"):
-            op, right = self._take(), self._factor()
-            if op == "/" and right == 0:
-                raise ZeroDivisionError
-            value = value * right if op == "*" else value / right
-        return value
-
-    def _factor(self):
-        token = self._peek()
-        if token in ("+", "-"):
-            self.depth += 1
-            if self.depth > MAX_DEPTH:
-                raise ValueError("too deep")
-            self._take()
-            value = self._factor()
-            self.depth -= 1
-            return value if token == "+" else -value
-        if token == "(":
-            self.depth += 1
-            if self.depth > MAX_DEPTH:
-                raise ValueError("too deep")
-            self._take()
-            value = self._expr()
-            if self._peek() != ")":
-                raise ValueError("unclosed bracket")
-            self._take()
-            self.depth -= 1
-            return value
-        if token is None or not token[0].isdigit() and token[0] != ".":
-            raise ValueError("expected a number")
-        if len(token.replace(".", "")) > MAX_NUMBER_DIGITS:
-            raise ValueError("number too long")
-        return sympy.Rational(self._take())      # exact: Rational("3.5") == 7/2
-
-
-def parse_value(answer: str | None) -> sympy.Rational | None:
-    """The exact rational value of an answer string, or None if it is not one."""
-    if not isinstance(answer, str):
-        return None
-    plain = _latex_to_plain(answer[: 4 * MAX_EXPR_CHARS])
-    if not plain or len(plain) > MAX_EXPR_CHARS or not _ALLOWED.fullmatch(plain):
+def parse_value(answer: str | None):
+    """The exact value of an extracted answer string, or None if the verifier cannot read it."""
+    text = normalise(answer)
+    if text is None:
         return None
     try:
-        return _Parser(plain).parse()
-    except (ValueError, ZeroDivisionError, TypeError, RecursionError):
-        return None
+        return parse_answer(text)
+    except (Unreadable, ZeroDivisionError, TypeError, ValueError, RecursionError, OverflowError):
+        pass
+    if len(text) <= MAX_WORD_CHARS and _WORD_ANSWER.fullmatch(text):
+        return " ".join(text.lower().split())        # `\text{Monday}` = `monday`
+    return None
+
+
+# -- exact comparison ---------------------------------------------------------------------
+
+class _Budget:
+    """Terms that the comparisons of one `verify` call may still expand (sets compare pairwise)."""
+    def __init__(self, terms: int = MAX_COMPARE_TERMS):
+        self.terms = terms
+
+
+def _same_expr(a: sympy.Expr, b: sympy.Expr, budget: _Budget) -> bool:
+    """Exact symbolic equality of two parsed expressions, with no simplify (it can hang):
+    structural equality, then the numerator of (a - b) over a common denominator expands
+    to 0. A comparison that would expand more terms than the budget left is judged unequal."""
+    if a == b:
+        return True
+    infinite = (sympy.oo, -sympy.oo, sympy.zoo, sympy.nan)
+    if a.has(*infinite) or b.has(*infinite) or a.free_symbols != b.free_symbols:
+        return False
+    difference = a - b
+    if difference.is_Number:
+        return difference == 0
+    probe = difference.xreplace({symbol: sympy.Integer(10007 + 2 * k)       # exact, not floating:
+                                 for k, symbol in enumerate(sorted(difference.free_symbols, key=str))})
+    if probe.is_Rational and probe != 0:            # a nonzero value at one point: unequal
+        return False
+    if any(power.exp.is_negative and power.base.is_Add for power in difference.atoms(sympy.Pow)):
+        difference = sympy.fraction(sympy.together(difference))[0]   # 1/(1+x) terms: common denominator
+    size = expansion_bound(difference, budget.terms)
+    budget.terms -= size
+    if budget.terms < 0:
+        return False
+    return sympy.expand(difference) == 0
+
+
+def _same_items(a: tuple, b: tuple, ordered: bool, budget: _Budget) -> bool:
+    if ordered:
+        return len(a) == len(b) and all(_same_value(x, y, budget) for x, y in zip(a, b))
+    unmatched = list(b)                               # multiset matching, <= 16 x 16
+    for x in a:
+        match = next((i for i, y in enumerate(unmatched) if _same_value(x, y, budget)), None)
+        if match is None:
+            return False
+        unmatched.pop(match)
+    return not unmatched
+
+
+def _same_value(a, b, budget: _Budget) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if isinstance(a, sympy.Set) or isinstance(b, sympy.Set):
+        try:
+            return to_interval(a) == to_interval(b)
+        except Unreadable:
+            return False
+    if isinstance(a, AnswerSet) or isinstance(b, AnswerSet):
+        a_items = a.items if isinstance(a, AnswerSet) else (a,)      # `5` = `\{5\}`
+        b_items = b.items if isinstance(b, AnswerSet) else (b,)
+        return len(a_items) == len(b_items) and _same_items(a_items, b_items, False, budget)
+    if isinstance(a, Brackets) or isinstance(b, Brackets):
+        return (isinstance(a, Brackets) and isinstance(b, Brackets) and a.open == b.open
+                and a.close == b.close and _same_items(a.items, b.items, True, budget))
+    return _same_expr(a, b, budget)
 
 
 def parse_gold(gold: str):
@@ -184,7 +236,7 @@ def verify(completion: str, gold) -> float:
             return 0.0
         for one_gold in golds:
             gold_value = parse_gold(one_gold)
-            if gold_value is not None and sympy.Eq(value, gold_value) is sympy.true:
+            if gold_value is not None and _same_value(value, gold_value, _Budget()):
                 return 1.0
         return 0.0
     except Exception:                                # untrusted input: never raise

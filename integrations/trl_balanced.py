@@ -30,13 +30,9 @@ Tested with trl 1.16.0 (transformers 5.24, accelerate 1.15). Limits:
 """
 from __future__ import annotations
 
-import os
-import sys
-
 from trl import GRPOTrainer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from grpo_ba import aggregation_coefficients, mask_from_lengths  # noqa: E402
+from grpo_ba import aggregation_coefficients, mask_from_lengths
 
 
 def balanced_advantages(advantages, completion_mask, num_items_in_batch, group_size, gather=None,
