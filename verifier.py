@@ -70,22 +70,30 @@ def _braced(text: str, start: int) -> str | None:
     return None
 
 
+def _marked_answer(text: str) -> tuple[bool, str | None]:
+    """(whether `text` has an answer marker, the answer after the last one)."""
+    last_marker = None
+    for last_marker in _MARKERS.finditer(text):      # the last marker decides, readable or not
+        pass
+    if last_marker is None:
+        return False, None
+    if last_marker.group().startswith("\\"):
+        answer = _braced(text, last_marker.end())    # None when truncated: no answer
+    else:
+        answer = text[last_marker.end():].split("\n", 1)[0]
+        answer = _MINERVA_SUFFIX.sub("", _MINERVA_PREFIX.sub("", answer, count=1))
+    answer = answer.strip().rstrip(".").strip() if answer is not None else ""
+    return True, answer or None
+
+
 def extract_answer(text: str) -> str | None:
     """The final answer written in `text`, as a string, or None if there is none."""
     if not isinstance(text, str) or not text:
         return None
     text = text[-MAX_TEXT_CHARS:]
-    last_marker = None
-    for last_marker in _MARKERS.finditer(text):      # the last marker decides, readable or not
-        pass
-    if last_marker is not None:
-        if last_marker.group().startswith("\\"):
-            answer = _braced(text, last_marker.end())    # None when truncated: no answer
-        else:
-            answer = text[last_marker.end():].split("\n", 1)[0]
-            answer = _MINERVA_SUFFIX.sub("", _MINERVA_PREFIX.sub("", answer, count=1))
-        answer = answer.strip().rstrip(".").strip() if answer is not None else ""
-        return answer or None
+    marked, answer = _marked_answer(text)
+    if marked:
+        return answer
     numbers = _NUMBER.findall(_THOUSANDS.sub("", text))
     return numbers[-1] if numbers else None
 
@@ -220,8 +228,10 @@ def parse_gold(gold: str):
     """The value the verifier reads from a gold answer (bare, or in a `\\boxed{}` /
     `Answer:` / `####` format), or None when it cannot read it (such a gold scores 0)."""
     try:
-        value = parse_value(str(gold))
-        return value if value is not None else parse_value(extract_answer(str(gold)))
+        if not isinstance(gold, str):
+            return None
+        value = parse_value(gold)                    # a gold is never read by its last number
+        return value if value is not None else parse_value(_marked_answer(gold[-MAX_TEXT_CHARS:])[1])
     except Exception:
         return None
 

@@ -3,65 +3,48 @@ import time
 from fractions import Fraction
 
 import pytest
+import sympy
 from hypothesis import given, settings, strategies as st
 
-from verifier import extract_answer, parse_value, verify
+from verifier import extract_answer, parse_gold, parse_value, verify
+from verifier_cases import CASES
+from verifier_parser import Brackets
 
-CASES = [
-    # (completion, gold, expected score)
-    ("The answer is \\boxed{42}", "42", 1.0),
-    ("\\boxed{41}", "42", 0.0),
-    ("\\boxed{-7}", "-7", 1.0),
-    ("\\boxed{ 3.5 }", "7/2", 1.0),
-    ("\\boxed{\\frac{7}{2}}", "3.5", 1.0),
-    ("\\boxed{\\dfrac{7}{2}}", "7/2", 1.0),
-    ("\\boxed{\\frac{1}{3}}", "0.333", 0.0),
-    ("\\boxed{0.333}", "1/3", 0.0),
-    ("\\boxed{(3+4)*2}", "14", 1.0),
-    ("\\boxed{2 \\times 7}", "14", 1.0),
-    ("\\boxed{1,000}", "1000", 1.0),
-    ("\\boxed{\\frac{-1}{2}}", "-0.5", 1.0),
-    ("first \\boxed{3} then \\boxed{4}", "4", 1.0),
-    ("first \\boxed{3} then \\boxed{4}", "3", 0.0),
-    ("\\boxed{1/0}", "0", 0.0),
-    ("\\boxed{5/(3-3)}", "5", 0.0),
-    ("\\boxed{4", "4", 0.0),                     # truncated box: no answer, no fallback
-    ("Answer: 12", "12", 1.0),
-    ("Answer: 12.", "12", 1.0),
-    ("Answer: -0.25", "-1/4", 1.0),
-    ("Answer: 13", "12", 0.0),
-    ("Answer: 5\nAnswer: 6", "6", 1.0),
-    ("Answer: twelve", "12", 0.0),
-    ("#### 72", "72", 1.0),
-    ("so 48 + 24 = 72\n#### 72", "72", 1.0),
-    ("#### 71", "72", 0.0),
-    ("#### 1/2", "0.5", 1.0),
-    ("\\boxed{5} ... Answer: 6", "6", 1.0),      # the last marker counts
-    ("Answer: 6 ... \\boxed{5}", "5", 1.0),
-    ("63 66", "66", 1.0),                         # toy format: running sums, last number
-    ("57 ~~~~~~~ 60", "66", 0.0),
-    ("I think it's 17 or maybe 18", "18", 1.0),
-    ("I think it's 17 or maybe 18", "17", 0.0),
-    ("-3", "-3", 1.0),
-    ("1.50", "1.5", 1.0),
-    ("", "1", 0.0),
-    ("   ", "1", 0.0),
-    ("no numbers here", "1", 0.0),
-    ("~~~~ ??? ~~~", "0", 0.0),
-    ("\\boxed{}", "0", 0.0),
-    ("\\boxed{x+1}", "1", 0.0),
-    ("\\boxed{2**3}", "8", 0.0),                 # powers are not part of the language
-    ("Answer: $42$", "42", 1.0),
-    ("\\boxed{42}", "\\boxed{42}", 1.0),           # gold in a format is read the same way
-    ("\\boxed{42}", "#### 42", 1.0),
-    ("\\boxed{42}", "not a number", 0.0),
-    ("\\boxed{99999999999999999999999999999999999999999999999999}", "1", 0.0),
-]
+KINDS = ["number", "format", "radical", "pi", "power", "tuple", "interval", "set", "text",
+         "degree", "percent", "unit", "thousands", "equation", "polynomial"]
 
 
-@pytest.mark.parametrize("completion, gold, expected", CASES)
-def test_verifier_table(completion, gold, expected):
+@pytest.mark.parametrize("kind, completion, gold, expected", CASES)
+def test_verifier_table(kind, completion, gold, expected):
     assert verify(completion, gold) == expected
+
+
+def test_case_table_covers_every_kind_with_right_and_wrong_answers():
+    assert len(CASES) >= 200
+    for kind in KINDS:
+        scores = {expected for k, _, _, expected in CASES if k == kind}
+        assert scores == {0.0, 1.0}, kind
+    assert {k for k, *_ in CASES} == set(KINDS)
+
+
+def test_gold_may_be_a_list_of_acceptable_answers():
+    assert verify("\\boxed{(2, 5)}", ["[2, 5]", "(2, 5)"]) == 1.0
+    assert verify("\\boxed{\\frac{1}{2}}", ("0.5", "50\\%")) == 1.0
+    assert verify("\\boxed{3}", ["1", "2"]) == 0.0
+    assert verify("\\boxed{3}", []) == 0.0
+    assert verify("\\boxed{3}", ["\\begin{pmatrix}3\\end{pmatrix}", "3"]) == 1.0
+
+
+def test_parse_gold_reads_benchmark_golds_and_returns_none_otherwise():
+    assert parse_gold("\\frac{\\sqrt{3}}{2}") == sympy.sqrt(3) / 2
+    assert parse_gold("#### 1{,}000") == 1000
+    assert parse_gold("\\boxed{2\\pi}") == 2 * sympy.pi
+    assert parse_gold("(-\\infty, 3]") == Brackets("(", "]", (-sympy.oo, 3))
+    assert parse_gold("\\text{(C)}") == sympy.Symbol("C")
+    assert parse_gold("\\text{Monday}") == "monday"
+    for unreadable in ["\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "x^2 + y^2 = 1", "\\pm 3",
+                       "10^{10^{10}}", "", None, "\\frac{1}{0}", "\\sin x"]:
+        assert parse_gold(unreadable) is None, unreadable
 
 
 def test_extract_answer_returns_the_raw_final_answer():
@@ -88,6 +71,13 @@ SENTINEL_CODE = [
     "#### exec(\"open('{path}','w').write('x')\")",
     "Answer: eval('open(\"{path}\", \"w\")')",
     "\\boxed{{Symbol('x').__class__}}",
+    "\\boxed{{\\text{{__import__('os').system('touch {path}')}}}}",
+    "\\boxed{{x = open('{path}', 'w')}}",
+    "\\boxed{{\\frac{{open('{path}','w')}}{{2}}}}",
+    "\\boxed{{\\sqrt{{__import__('os').system('touch {path}')}}}}",
+    "\\boxed{{(exec('open(\"{path}\",\"w\")'), 1)}}",
+    "\\boxed{{\\mathrm{{open}}('{path}', 'w')}}",
+    "Answer: $\\text{{exec}}(\\text{{open('{path}','w')}})$",
 ]
 
 
@@ -97,6 +87,8 @@ def test_code_in_model_text_is_never_executed(template, tmp_path):
     text = template.format(path=sentinel)
     assert verify(text, "7") == 0.0
     assert verify("7", text) == 0.0
+    assert verify(text, text) in (0.0, 1.0)
+    assert parse_gold(text) is None or not sentinel.exists()
     assert not sentinel.exists()
 
 
@@ -115,15 +107,52 @@ ADVERSARIAL = [
     "\\boxed{" * 20_000,
     "Answer: " + "1*" * 50_000 + "1",
     "1e999999999",
+    # exponent towers: refused, never computed
+    "\\boxed{10^{10^{10}}}",
+    "\\boxed{9^{9^{9^9}}}",
+    "\\boxed{2^{2^{2^{2^{2^{2}}}}}}",
+    "\\boxed{(10^{1000})^{1000}}",
+    "\\boxed{\\sqrt[12]{10^{1000}}^{1000}}",
+    "\\boxed{x^{x^{x^{x}}}}",
+    # expansions that would blow up: refused by the size bound
+    "\\boxed{" + "(1+x)^{64}" * 40 + "}",
+    "\\boxed{" + "".join(f"({k}+x)^{{60}}" for k in range(1, 30)) + "}",
+    "\\boxed{(1+\\sqrt{2}+\\sqrt{3}+\\sqrt{5}+\\sqrt{7}+x)^{64}}",
+    "\\boxed{" + "+".join(f"\\frac{{1}}{{x+{k}}}" for k in range(1, 40)) + "}",
+    "\\boxed{" + ",".join(f"(1+x)^{{{k + 10}}}" for k in range(16)) + "}",
+    # deep nesting and many braces
+    "\\boxed{" + "\\sqrt{" * 3000 + "2" + "}" * 3000 + "}",
+    "\\boxed{" + "\\frac{1}{1+" * 3000 + "x" + "}" * 3000 + "}",
+    "\\boxed{" + "\\text{" * 3000 + "1" + "}" * 3000 + "}",
+    "\\boxed{" + "[" * 3000 + "1" + ")" * 3000 + "}",
+    "\\boxed{" + "\\left(" * 3000 + "1" + "\\right)" * 3000 + "}",
+    "\\boxed{" + "{}" * 50_000 + "}",
+    "\\boxed{" + "(1," * 2000 + "1" + ")" * 2000 + "}",
+    "\\boxed{" + "1 \\cup " * 3000 + "1}",
+    # huge inputs (200k characters and more)
+    "\\boxed{" + "1+" * 90_000 + "1}",
+    "Answer: " + "a " * 100_000,
+    "\\boxed{1}" * 25_000,
+    "\\text{" * 40_000 + "1",
+    "x = " * 50_000 + "1",
+    "Answer: 5 " + "apples " * 30_000,
 ]
 
 
+@pytest.fixture(scope="module")
+def warm_verifier():
+    """sympy imports parts of itself on first use; time calls after that."""
+    for text in ["\\boxed{(1,2]\\cup[3,4)}", "\\boxed{\\frac{1}{x+1}}", "\\boxed{\\sqrt[3]{2}x^2}"]:
+        verify(text, text)
+
+
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
-def test_adversarial_inputs_score_zero_fast(text):
-    start = time.perf_counter()
-    score = verify(text, "1")
-    assert time.perf_counter() - start < 1.0
-    assert score == 0.0 or text == "(" * 5000 + "1" + ")" * 5000 and score in (0.0, 1.0)
+def test_adversarial_inputs_score_zero_fast(text, warm_verifier):
+    for completion, gold in ((text, "7"), ("7", text), (text, text)):    # no text here means 7
+        start = time.perf_counter()
+        score = verify(completion, gold)
+        assert time.perf_counter() - start < 1.0
+        assert score == 0.0 or completion == gold and score == 1.0
 
 
 @settings(max_examples=300, deadline=1000)
