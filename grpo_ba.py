@@ -229,14 +229,16 @@ def sign_weights(mask, advantages, group_size, aggregator):
 # =====================================================================================
 
 
-def _arg(default, help):  # noqa: A002
-    return field(default=default, metadata={"help": help})
+def _arg(default, help, section=None):  # noqa: A002
+    """A field and its --help line. `section` marks the first field of a --help section:
+    every field after it belongs to that section, up to the next marker."""
+    return field(default=default, metadata={"help": help} if section is None else {"help": help, "section": section})
 
 
 @dataclass
 class Args:
     # ---- what to run
-    aggregator: str = _arg("all", "token | sequence | balanced (docs/method.md §2); 'all' runs the demo: the three rules from the same weights and seed")
+    aggregator: str = _arg("all", "token | sequence | balanced (docs/method.md §2); 'all' runs the demo: the three rules from the same weights and seed", section="what to run")
     regime: str = _arg("gap", "toy regime: 'gap' (right and wrong answers differ in length) or 'variance' (lengths spread, no gap)")
     gap_sign: str = _arg("wrong-long", "toy gap direction: 'wrong-long' (forced slips, then rambling) or 'right-long' (forced re-checks)")
     gap_size: int = _arg(18, "toy: mean ramble length in tokens, i.e. the size of the length gap")
@@ -246,7 +248,7 @@ class Args:
     output_dir: str = _arg("", "where args.json, metrics.jsonl and checkpoints go (default: runs/<mode>)")
     diagnose: str = _arg("", "ROLLOUTS.jsonl ({group, reward, length} per line): report your run's aggregation bias, train nothing")
     # ---- GRPO (docs/method.md §1)
-    group_size: int = _arg(8, "G: responses per prompt")
+    group_size: int = _arg(8, "G: responses per prompt", section="GRPO (docs/method.md §1)")
     prompts_per_step: int = _arg(16, "P: prompts per step; the batch holds P * G responses")
     inner_updates: int = _arg(2, "mu: optimizer steps on each batch (the first is on-policy, ratio 1)")
     lr: float = _arg(3e-4, "AdamW learning rate of the RL phase")
@@ -259,23 +261,23 @@ class Args:
     max_new_tokens: int = _arg(40, "longest response; longer ones are cut (and stay in the loss)")
     micro_batch_size: int = _arg(0, "rows per forward/backward pass (0: the whole batch); exact for every rule")
     # ---- evaluation, logging, checkpoints
-    eval_every: int = _arg(10, "greedy accuracy on held-out prompts every N steps (step 0 included)")
+    eval_every: int = _arg(10, "greedy accuracy on held-out prompts every N steps (step 0 included)", section="evaluation, logging and checkpoints")
     eval_prompts: int = _arg(200, "held-out prompts per evaluation")
     log_every: int = _arg(10, "print a one-line summary every N steps")
     save_every: int = _arg(0, "write a checkpoint every N steps (0: only on Ctrl-C)")
     resume: str = _arg("", "continue the run saved in this directory (its args.json and checkpoint.pt)")
     # ---- the toy model
-    warmup_steps: int = _arg(0, "toy: supervised warm-up steps, cached by settings (0: 600 for regime gap, 1000 for variance)")
+    warmup_steps: int = _arg(0, "toy: supervised warm-up steps, cached by settings (0: 600 for regime gap, 1000 for variance)", section="the toy model")
     warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule and RL seed")
     cache_dir: str = _arg("~/.cache/grpo_ba", "toy: where warmed-up policies are cached")
     threads: int = _arg(2, "CPU threads for torch")
     # ---- sweep and plots (plots.py)
-    sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table")
+    sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (plots.py)")
     seeds: int = _arg(3, "seeds per (regime, rule) in --sweep")
     plot_only: str = _arg("", "redraw the figures and the table from the metrics under this directory")
     figures_dir: str = _arg("", "where figures and table.md go (default: the runs directory)")
     # ---- scale-up (one GPU)
-    model: str = _arg("", "Hugging Face causal LM (hub id or local dir); empty: the toy model")
+    model: str = _arg("", "Hugging Face causal LM (hub id or local dir); empty: the toy model", section="scale-up (one GPU)")
     dataset: str = _arg("", "hub id or local .json/.jsonl/.parquet with prompts and answers (with --model)")
     dataset_split: str = _arg("train", "split of a hub dataset")
     prompt_column: str = _arg("prompt", "column with the prompt (a string or chat messages); dots reach inside")
@@ -313,17 +315,20 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv=None) -> Args:
     parser = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    group = parser
     for f in dataclasses.fields(Args):
+        if "section" in f.metadata:                  # this field opens a --help section
+            group = parser.add_argument_group(f.metadata["section"])
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
         else:
             kind = {"int": int, "float": float, "str": str}[f.type if isinstance(f.type, str) else f.type.__name__]
             text = f.metadata["help"]
             if f.name == "preset":                   # show every value a preset sets
                 text += "; " + "; ".join(f"{name}: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in values.items())
                                          for name, values in PRESETS.items())
-            parser.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=text)
+            group.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=text)
     preset, _ = parser.parse_known_args(argv)
     parser.set_defaults(**PRESETS.get(preset.preset, {}))   # preset values are defaults; flags win
     return Args(**vars(parser.parse_args(argv)))
