@@ -21,6 +21,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+import paired_stats  # noqa: E402
+import run_io  # noqa: E402
+
 from grpo_ba import (AGGREGATORS, clipped_token_loss, group_advantages, mask_from_lengths,  # noqa: E402
                      sign_weights, token_weights)
 
@@ -124,8 +127,7 @@ def load_runs(runs_dir):
         run_dir = os.path.dirname(args_path)
         with open(args_path) as f:
             args = json.load(f)
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            metrics = [json.loads(line) for line in f if line.strip()]
+        metrics = run_io.read_metrics(os.path.join(run_dir, "metrics.jsonl"))   # drops a torn last line, with a note
         if metrics:
             runs.setdefault((args["regime"], args["aggregator"]), []).append(metrics)
     return runs
@@ -199,7 +201,8 @@ TABLE_COLUMNS = [("peak_acc", "peak acc", 3), ("last_acc", "last acc", 3), ("dro
 
 
 def summary_table(runs) -> str:
-    """Markdown: per regime and rule, mean +- std over seeds of each column."""
+    """Markdown: per regime and rule, mean +- std over seeds of each column (+- only
+    with two or more seeds)."""
     lines = ["| regime | rule | seeds | " + " | ".join(c[1] for c in TABLE_COLUMNS) + " |",
              "|---|---|---|" + "---|" * len(TABLE_COLUMNS)]
     for (regime, rule), seed_runs in sorted(runs.items()):
@@ -207,7 +210,8 @@ def summary_table(runs) -> str:
         cells = []
         for key, _, digits in TABLE_COLUMNS:
             values = [s[key] for s in summaries]
-            cells.append(f"{sum(values) / len(values):.{digits}f} +- {_std(values):.{digits}f}")
+            spread = f" +- {_std(values):.{digits}f}" if len(values) >= 2 else ""   # one seed: no spread measured
+            cells.append(f"{sum(values) / len(values):.{digits}f}{spread}")
         lines.append(f"| {regime} | {rule} | {len(seed_runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -226,7 +230,13 @@ def report(runs_dir, figures_dir=None, log=print):
     with open(os.path.join(figures_dir, "table.md"), "w") as f:
         f.write(table)
     log(table)
-    log("wrote " + ", ".join(written + [os.path.join(figures_dir, "table.md")]))
+    seed_runs = paired_stats.load_seed_runs(runs_dir)      # rules compared paired by seed
+    paired = (paired_stats.paired_table(seed_runs) + "\nLearning and regime statistics per rule "
+              "(gain = mean of the last three evaluations minus step 0):\n\n" + paired_stats.learning_table(seed_runs))
+    with open(os.path.join(figures_dir, "paired_differences.md"), "w") as f:
+        f.write(paired)
+    log(paired)
+    log("wrote " + ", ".join(written + [os.path.join(figures_dir, n) for n in ("table.md", "paired_differences.md")]))
     return written
 
 
