@@ -1,14 +1,20 @@
 """TRL's GRPOTrainer with integrations.trl_balanced computes exactly aggregate_balanced."""
+import json
+
 import pytest
 import torch
 
 trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements-trl.txt")
 
 from datasets import Dataset  # noqa: E402
+import trl.trainer.grpo_trainer as trl_grpo  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from grpo_ba import aggregate_balanced, clipped_token_loss  # noqa: E402
-from integrations.trl_balanced import BalancedGRPOTrainer, balanced_advantages  # noqa: E402
+from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_token, aggregation_coefficients,  # noqa: E402
+                     clipped_token_loss, sign_weights, token_logprobs)
+from integrations.trl_balanced import (BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics,  # noqa: E402
+                                       balanced_advantages, dump_rollouts)
 from lm_setup import char_tokenizer, tiny_qwen3  # noqa: E402
 
 
@@ -16,14 +22,29 @@ def odd_length_reward(completions, **kwargs):
     return [float(len(c) % 2) for c in completions]
 
 
-def make_trainer(tmp_path, cls=BalancedGRPOTrainer, loss_type="dapo"):
+def make_trainer(tmp_path, cls=BalancedGRPOTrainer, loss_type="dapo", callbacks=None, reward=odd_length_reward,
+                 **config):
     tokenizer = char_tokenizer()
     model = tiny_qwen3(tokenizer, seed=0)
-    data = Dataset.from_dict({"prompt": ["12+3+4=", "45+6+7=", "30+1+1=", "77+2+9="]})
-    config = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
-                        max_completion_length=10, loss_type=loss_type, beta=0.0, use_cpu=True, report_to=[],
-                        temperature=1.0, logging_steps=1, max_steps=1, save_strategy="no")
-    return cls(model=model, reward_funcs=odd_length_reward, args=config, train_dataset=data, processing_class=tokenizer)
+    data = Dataset.from_dict({"prompt": ["12+3+4=", "45+6+7=", "30+1+1=", "77+2+9="]})   # equal lengths: no padding
+    config = GRPOConfig(**{**dict(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
+                                  max_completion_length=10, loss_type=loss_type, beta=0.0, use_cpu=True, report_to=[],
+                                  temperature=1.0, logging_steps=1, max_steps=1, save_strategy="no"), **config})
+    return cls(model=model, reward_funcs=reward, args=config, train_dataset=data, processing_class=tokenizer,
+               callbacks=callbacks)
+
+
+@pytest.fixture
+def trl_batches(monkeypatch):
+    """Every generation batch TRL makes, kept before BalancedGRPOTrainer rescales it."""
+    batches, original = [], GRPOTrainer._generate_and_score_completions
+
+    def recording(self, inputs):
+        output = original(self, inputs)
+        batches.append({k: v.detach().clone() for k, v in output.items() if isinstance(v, torch.Tensor)})
+        return output
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", recording)
+    return batches
 
 
 def test_trl_loss_and_gradients_equal_aggregate_balanced(tmp_path):
@@ -73,3 +94,73 @@ def test_balanced_trainer_trains_a_step(tmp_path):
     trainer = make_trainer(tmp_path)
     trainer.train()
     assert trainer.state.global_step == 1
+
+
+@pytest.mark.parametrize("cls, loss_type", [(BalancedGRPOTrainer, "dapo"), (GRPOTrainerWithBiasMetrics, "grpo")])
+def test_bias_metrics_appear_in_trls_logs_with_the_values_sign_weights_gives(tmp_path, trl_batches, cls, loss_type):
+    trainer = make_trainer(tmp_path, cls=cls, loss_type=loss_type)
+    trainer.train()
+    (batch,) = trl_batches
+    adv, mask = batch["advantages"], batch["completion_mask"].float()
+    assert (adv > 0).any() and (adv < 0).any() and len(set(mask.sum(1).tolist())) > 1   # a real test case
+    logged = trainer.state.log_history[0]                          # what console / W&B / TensorBoard receive
+    for rule in AGGREGATORS:
+        w_pos, w_neg = sign_weights(mask, adv, 4, rule)
+        assert logged[f"pos_share_{rule}"] == pytest.approx((w_pos.abs() / (w_pos.abs() + w_neg.abs())).item(), rel=1e-5)
+    zero = torch.zeros(mask.shape)
+    drift = aggregate_token(clipped_token_loss(zero, zero, adv, mask), mask, adv, 4).item()
+    assert logged["token_loss_at_ratio_one"] == pytest.approx(drift, rel=1e-5, abs=1e-7)
+    assert logged["pos_share_sequence"] == pytest.approx(0.5, abs=1e-5)   # binary rewards: each sign gets half
+    assert logged["pos_share_token"] != pytest.approx(0.5)                # lengths differ: token does not
+
+
+class GradientRecorder(TrainerCallback):
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        self.grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("accumulation, steps_per_generation", [(2, 2), (1, 2)])
+def test_optimizer_step_gradient_composes_with_accumulation_and_steps_per_generation(
+        tmp_path, trl_batches, monkeypatch, accumulation, steps_per_generation):
+    """First optimizer step = (spg / GA) * grad of the rows it sees of J_BA taken over the whole
+    generation batch (the module docstring); with GA = spg that is grad J_BA itself."""
+    monkeypatch.setattr(trl_grpo, "shuffle_sequence_dict", lambda batch: batch)   # slices = rows in order
+    recorder = GradientRecorder()
+    trainer = make_trainer(tmp_path, callbacks=[recorder], per_device_train_batch_size=6, bf16=False,
+                           gradient_accumulation_steps=accumulation, steps_per_generation=steps_per_generation,
+                           max_grad_norm=0.0)
+    trainer.train()
+    (batch,) = trl_batches                                         # 12 rows: 3 groups of 4, in 2 slices of 6
+    adv, mask = batch["advantages"], batch["completion_mask"].float()
+    assert (adv > 0).any() and (adv < 0).any() and len(set(mask.sum(1).tolist())) > 2
+    model = tiny_qwen3(char_tokenizer(), seed=0)                   # the weights before the step
+    width = batch["completion_ids"].shape[1]
+    sequences = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    logp = token_logprobs(model, sequences, attention, width)[0]                      # (12, T)
+    token_loss = clipped_token_loss(logp, logp.detach(), adv, mask)                   # ratio 1 at the first step
+    coefficients = aggregation_coefficients(mask, adv, 4, "balanced")                 # over the whole batch
+    seen = slice(0, 6 * accumulation)                                                 # the GA slices of step 1
+    objective = steps_per_generation / accumulation * (coefficients * token_loss)[seen].sum()
+    if accumulation == steps_per_generation:
+        assert objective.item() == pytest.approx(aggregate_balanced(token_loss, mask, adv, 4).item(), abs=1e-6)
+    names, params = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad])
+    for name, grad in zip(names, torch.autograd.grad(objective, params)):
+        assert torch.allclose(recorder.grads[name], grad, rtol=1e-4, atol=1e-7), name
+
+
+def test_dumped_trl_rollouts_diagnose_to_the_shares_trl_logged(tmp_path):
+    import diagnose
+    path = str(tmp_path / "rollouts.jsonl")
+    trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path, num_generations=4), max_steps=2)
+    trainer.train()
+    lines = open(path).read().splitlines()
+    assert len(lines) == 2 * 8 and {json.loads(line)["group"] for line in lines} == {"0-0", "0-1", "1-0", "1-1"}
+    first_batch = tmp_path / "first.jsonl"
+    first_batch.write_text("\n".join(lines[:8]) + "\n")
+    report = diagnose.diagnose(str(first_batch))
+    logged = trainer.state.log_history[0]
+    # TRL divides by the unbiased std (+1e-4), diagnose by the population std (+1e-6): nearly the
+    # same factor in every group, so the shares agree
+    for rule in AGGREGATORS:
+        assert report[f"pos_share_{rule}"] == pytest.approx(logged[f"pos_share_{rule}"], rel=1e-3)

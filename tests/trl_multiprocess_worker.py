@@ -1,0 +1,73 @@
+"""One BalancedGRPOTrainer step in each of several processes (run by
+tests/test_trl_multiprocess.py under `torchrun --nproc_per_node 2`, CPU, gloo).
+
+Each process saves what it saw to OUT_DIR/rank<r>.pt: its generation batch before and
+after BA's rescaling, the gathered lengths and advantages, the gradient of the one
+optimizer step (after DDP's all-reduce) and the logged metrics. The test recomputes
+all of it in one process on the gathered batch.
+
+    torchrun --standalone --nproc_per_node 2 tests/trl_multiprocess_worker.py OUT_DIR
+"""
+import os
+import sys
+
+import torch
+from datasets import Dataset
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from integrations.trl_balanced import BalancedGRPOTrainer
+from lm_setup import char_tokenizer, tiny_qwen3
+
+PER_DEVICE, GROUP = 6, 4          # 12 rows globally, 3 groups of 4: the middle group spans both processes
+PROMPTS = ["12+3+4=", "45+6+7=", "30+1+1=", "77+2+9=", "18+5+2=", "63+4+4="]   # equal lengths: no left padding
+
+
+def odd_length_reward(completions, **kwargs):
+    return [float(len(c) % 2) for c in completions]
+
+
+_trl_generate = GRPOTrainer._generate_and_score_completions
+
+
+def recording_trl_generate(self, inputs):
+    """TRL's own generation batch, kept before BalancedGRPOTrainer rescales its advantages."""
+    output = _trl_generate(self, inputs)
+    self.record = {k: v.detach().clone() for k, v in output.items() if isinstance(v, torch.Tensor)}
+    return output
+
+
+GRPOTrainer._generate_and_score_completions = recording_trl_generate   # what BalancedGRPOTrainer's super() calls
+
+
+class RecordingTrainer(BalancedGRPOTrainer):
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        self.record["rescaled_advantages"] = output["advantages"].detach().clone()
+        return output
+
+
+class GradientRecorder(TrainerCallback):
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        self.grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def main(out_dir):
+    torch.set_num_threads(1)
+    tokenizer = char_tokenizer()
+    model = tiny_qwen3(tokenizer, seed=0)
+    config = GRPOConfig(output_dir=out_dir, per_device_train_batch_size=PER_DEVICE, num_generations=GROUP,
+                        max_completion_length=10, loss_type="dapo", beta=0.0, use_cpu=True, report_to=[],
+                        temperature=1.0, logging_steps=1, max_steps=1, save_strategy="no", max_grad_norm=0.0,
+                        seed=0, ddp_backend="gloo", bf16=False)   # float32: the check is exact
+    recorder = GradientRecorder()
+    trainer = RecordingTrainer(model=model, reward_funcs=odd_length_reward, args=config, callbacks=[recorder],
+                               train_dataset=Dataset.from_dict({"prompt": PROMPTS}), processing_class=tokenizer)
+    trainer.train()
+    rank = trainer.accelerator.process_index
+    torch.save({"rank": rank, "world": trainer.accelerator.num_processes, **trainer.record, "grads": recorder.grads,
+                "logs": trainer.state.log_history}, os.path.join(out_dir, f"rank{rank}.pt"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
