@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 
 import torch
 
@@ -73,7 +74,7 @@ def loss_at_ratio_one(advantages, mask, group_size, rule) -> float:
 def regime_stats(advantages: torch.Tensor, lengths: torch.Tensor) -> dict[str, float | None]:
     """Mean length of positive- and negative-advantage responses (Lbar+, Lbar-), their
     ratio Lbar- / Lbar+, and std/mean of all lengths (population std, as metrics.jsonl)."""
-    lengths = lengths.float()
+    lengths = lengths.double()                                 # exact means of whole numbers
     pos, neg = advantages > 0, advantages < 0
     len_pos = lengths[pos].mean().item() if pos.any() else None
     len_neg = lengths[neg].mean().item() if neg.any() else None
@@ -190,12 +191,13 @@ def format_report(path: str, s: dict) -> str:
         *(f"{rule:<10s} {_fmt(s[f'pos_share_{rule}'], '.3f'):<48s} {s[f'loss_at_ratio_one_{rule}']:+.4f}"
           for rule in AGGREGATORS),
         "",
-        "reading: " + reading(s),
+        textwrap.fill("reading: " + reading(s), width=100, subsequent_indent="  "),
     ]
     keys = ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one", "len_pos",
             "len_neg", "neg_over_pos", "std_over_mean", "len_mean", "n_groups", "group_size", "n_responses",
             "groups_without_signal", "adv_scale")
-    summary = {k: (None if isinstance(s[k], float) and math.isnan(s[k]) else s[k]) for k in keys}
+    summary = {k: (None if math.isnan(s[k]) else float(f"{s[k]:.6g}")) if isinstance(s[k], float) else s[k]
+               for k in keys}                              # 6 significant digits, within float32 precision
     return "\n".join(lines + [json.dumps(summary)])
 
 
