@@ -51,8 +51,11 @@ dapo divides each slice by N * GA / spg, so
   batch, and its gradient is exactly grad J_BA of that batch.
 - spg > GA: spg / GA optimizer steps per generation batch. Each sees a random part
   of the rows (shuffled before the split), weighted as in J_BA of the *whole*
-  generation batch and scaled by spg / GA: an unbiased estimate of grad J_BA, the
-  same treatment dapo gives its token mean. Groups are not kept together.
+  generation batch and scaled by spg / GA: over the shuffle, an unbiased estimate of
+  grad J_BA at the sampling parameters, the same treatment dapo gives its token mean.
+  Groups are not kept together.
+- spg < GA: GA / spg generation batches per optimizer step, each with its own
+  coefficients; the step's gradient is the mean of their grad J_BA (same formula).
 - num_iterations (mu) > 1 reuses the same advantages; the coefficients depend only
   on lengths and advantages, so they stay right as the ratio moves.
 Both GA settings are tested in tests/test_trl_balanced.py.
