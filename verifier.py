@@ -39,6 +39,7 @@ size of expansions keep every call fast (`10^{10^{10}}` is refused, not computed
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import sympy
@@ -94,8 +95,17 @@ def extract_answer(text: str) -> str | None:
     marked, answer = _marked_answer(text)
     if marked:
         return answer
-    numbers = _NUMBER.findall(_THOUSANDS.sub("", text))
-    return numbers[-1] if numbers else None
+    return _last_number(text)
+
+
+def _last_number(text: str, window: int = 2000) -> str | None:
+    """The last number in `text`, looking at its last `window` characters first (fast on
+    100k-character texts); the whole text when the window holds none or starts mid-number."""
+    tail = _THOUSANDS.sub("", text[-window:])
+    numbers = list(_NUMBER.finditer(tail))
+    if len(text) > window and (not numbers or numbers[-1].start() <= 1):
+        numbers = list(_NUMBER.finditer(_THOUSANDS.sub("", text)))
+    return numbers[-1].group() if numbers else None
 
 
 # -- text normalisation: what a grader ignores --------------------------------------------
@@ -154,7 +164,7 @@ def parse_value(answer: str | None):
         return None
     try:
         return parse_answer(text)
-    except (Unreadable, ZeroDivisionError, TypeError, ValueError, RecursionError, OverflowError):
+    except Exception:                                # Unreadable, or sympy refusing an operation
         pass
     if len(text) <= MAX_WORD_CHARS and _WORD_ANSWER.fullmatch(text):
         return " ".join(text.lower().split())        # `\text{Monday}` = `monday`
@@ -226,27 +236,53 @@ def _same_value(a, b, budget: _Budget) -> bool:
 
 def parse_gold(gold: str):
     """The value the verifier reads from a gold answer (bare, or in a `\\boxed{}` /
-    `Answer:` / `####` format), or None when it cannot read it (such a gold scores 0)."""
+    `Answer:` / `####` format), or None when it cannot read it: then only a completion
+    whose answer is the same text (after `normalise`) scores 1."""
+    return _read_gold(gold)[1]
+
+
+def _read_gold(gold) -> tuple[str | None, object]:
+    """(normalised gold text, gold value or None)."""
+    if not isinstance(gold, str):
+        return None, None
+    return _read_gold_cached(gold) if len(gold) <= MAX_ANSWER_CHARS else _read_gold_uncached(gold)
+
+
+@functools.lru_cache(maxsize=1024)                 # a GRPO group scores G completions per gold
+def _read_gold_cached(gold: str):
+    return _read_gold_uncached(gold)
+
+
+def _read_gold_uncached(gold: str):
     try:
-        if not isinstance(gold, str):
-            return None
+        text = normalise(gold)
         value = parse_value(gold)                    # a gold is never read by its last number
-        return value if value is not None else parse_value(_marked_answer(gold[-MAX_TEXT_CHARS:])[1])
+        if value is None:
+            marked, answer = _marked_answer(gold[-MAX_TEXT_CHARS:])
+            if marked:
+                text, value = normalise(answer), parse_value(answer)
+        return text, value
     except Exception:
-        return None
+        return None, None
 
 
 def verify(completion: str, gold) -> float:
-    """1.0 if the completion's final answer equals the gold answer exactly, else 0.0.
-    `gold` may be a list or tuple of acceptable answers: right if any matches."""
+    """1.0 if the completion's final answer equals the gold answer, else 0.0: the same
+    value (exact, symbolic), or the same text after `normalise` (`10^{10^{10}}` is judged
+    so, without computing it). `gold` may be a list or tuple of acceptable answers: right
+    if any matches."""
     try:
         golds = gold if isinstance(gold, (list, tuple)) else [gold]
-        value = parse_value(extract_answer(completion))
-        if value is None:
+        answer = extract_answer(completion)
+        text = normalise(answer)
+        if text is None:
             return 0.0
+        value = parse_value(answer)
         for one_gold in golds:
-            gold_value = parse_gold(one_gold)
-            if gold_value is not None and _same_value(value, gold_value, _Budget()):
+            gold_text, gold_value = _read_gold(one_gold)
+            if gold_text == text:
+                return 1.0
+            if value is not None and gold_value is not None and _same_value(value, gold_value, _Budget()):
                 return 1.0
         return 0.0
     except Exception:                                # untrusted input: never raise

@@ -7,9 +7,10 @@ directly (Integer, Rational, pi, oo, Symbol, sqrt/root, Add/Mul/Pow), with bound
 every parse and every later comparison fast:
 
     answer   := item (',' item)*                 several items: an unordered set ("-2, 1")
-    item     := [lhs '='] union                  `x = 5` is read as its right-hand side
+    item     := [lhs ('=' | '\\in')] union       `x = 5`, `(x, y) = (1, 2)`: the right-hand side
+                                                 `a \\pm b` is two items, a + b and a - b
     union    := expr ('\\cup' expr)*              the operands must be intervals
-    expr     := term (('+' | '-') term)*
+    expr     := term (('+' | '-' | '\\pm' | '\\mp') term)*
     term     := signed (('*' | '/' | implicit) signed)*     `2x`, `3\\pi`, `2\\sqrt{2}`
     signed   := ('+' | '-') signed | power
     power    := atom ['^' exponent]              exponent: a bounded rational, never a tower
@@ -51,6 +52,7 @@ CLOSE = {")": ")", "]": "]", "\\rangle": ")", "\\}": "}", "\\rbrace": "}"}
 TIMES = {"*", "\\cdot", "\\times"}
 DIVIDE = {"/", "\\div"}
 
+PLUS_MINUS = sympy.Symbol("plus_minus")    # no answer can name it: words are not variables
 _TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+|\\[A-Za-z]+|\\[{}]|[A-Za-z]+|[-+*/^()\[\]{},=_])")
 
 
@@ -124,35 +126,54 @@ class AnswerParser:
             raise Unreadable("trailing tokens")
         return items[0] if len(items) == 1 else AnswerSet(tuple(items))
 
-    def _items(self, stop):
-        items = [self._item()]
+    def _items(self, stop, allow_two=True):
+        items = self._item(allow_two)
         while self._peek() == ",":
             self._take()
-            items.append(self._item())
+            items.extend(self._item(allow_two))
             if len(items) > MAX_ITEMS:
                 raise Unreadable("too many items")
         if stop is not None and self._peek() not in stop:
             raise Unreadable("unclosed bracket")
         return items
 
-    def _skip_lhs(self):
-        """`x =`, `x_1 =`, `f(x) =`, `\\theta =`: an answer written as an equation for one unknown."""
-        ahead = self.tokens[self.pos: self.pos + 5]
-        if not ahead or not (ahead[0].isalpha() and len(ahead[0]) == 1 or ahead[0][1:] in GREEK):
-            return
-        if ahead[1:2] == ["="]:
-            self.pos += 2
-        elif ahead[1:2] == ["_"] and ahead[3:4] == ["="] and ahead[2].isalnum():
-            self.pos += 4
-        elif ahead[1:2] == ["("] and ahead[3:5] == [")", "="] and ahead[2].isalpha():
-            self.pos += 5
+    def _is_variable(self, index: int) -> bool:
+        token = self.tokens[index] if index < len(self.tokens) else ""
+        return token.isalpha() and len(token) == 1 or token[1:] in GREEK
 
-    def _item(self):
+    def _skip_lhs(self):
+        """`x =`, `x_1 =`, `f(x) =`, `(x, y) =`, `x \\in`: an answer written as an equation
+        (or membership) for its unknowns is read as its right-hand side."""
+        tokens, start = self.tokens, self.pos
+        ahead = tokens[start: start + 5] + [""] * 5
+        end = None
+        if self._is_variable(start):
+            if ahead[1] in ("=", "\\in"):
+                end = start + 2
+            elif ahead[1] == "_" and ahead[2].isalnum() and ahead[3] in ("=", "\\in"):
+                end = start + 4
+            elif ahead[1] == "(" and self._is_variable(start + 2) and ahead[3:5] == [")", "="]:
+                end = start + 5
+        elif ahead[0] == "(" and self._is_variable(start + 1):
+            index = start + 2
+            while tokens[index: index + 1] == [","] and self._is_variable(index + 1):
+                index += 2
+            if tokens[index: index + 2] == [")", "="]:
+                end = index + 2
+        if end is not None:
+            self.pos = end
+
+    def _item(self, allow_two: bool) -> list:
+        """One item, or the two values of an item written with `\\pm` (`1 \\pm \\sqrt{2}`)."""
         self._skip_lhs()
         value = self._union()
         if self._peek() == "=":
             raise Unreadable("an equation that is not `variable = value`")
-        return value
+        if isinstance(value, sympy.Expr) and value.has(PLUS_MINUS):
+            if not allow_two:
+                raise Unreadable("\\pm inside a tuple or interval")
+            return [_check_finite(value.xreplace({PLUS_MINUS: sympy.Integer(sign)})) for sign in (1, -1)]
+        return [value]
 
     def _union(self):
         first = self._expr()
@@ -168,9 +189,11 @@ class AnswerParser:
 
     def _expr(self):
         value = self._term()
-        while self._peek() in ("+", "-"):
+        while self._peek() in ("+", "-", "\\pm", "\\mp"):
             op = self._take()
             right = self._term()
+            if op in ("\\pm", "\\mp"):                  # a +- b: a sign symbol, two values later
+                op, right = "+" if op == "\\pm" else "-", _arith(PLUS_MINUS, right, "*")
             value = _arith(value, right, op)
         return value
 
@@ -194,14 +217,14 @@ class AnswerParser:
                 return value
 
     def _signed(self):
-        if self._peek() in ("+", "-"):
+        if self._peek() in ("+", "-", "\\pm", "\\mp"):
             self._enter()
             sign = self._take()
             value = self._signed()
             self.depth -= 1
             if not _is_plain_expr(value):
                 raise Unreadable("sign before a tuple")
-            return -value if sign == "-" else value
+            return {"+": value, "-": -value, "\\pm": PLUS_MINUS * value, "\\mp": -PLUS_MINUS * value}[sign]
         return self._power()
 
     def _power(self):
@@ -323,7 +346,7 @@ class AnswerParser:
     def _brackets(self, opening: str):
         self._enter()
         closers = {"(": (")", "]"), "[": (")", "]"), "{": ("}",)}[opening]
-        items = self._items(stop=set(token for token, kind in CLOSE.items() if kind in closers))
+        items = self._items(set(token for token, kind in CLOSE.items() if kind in closers), opening == "{")
         closing = CLOSE[self._take()]
         self.depth -= 1
         if opening == "{":

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from verifier import extract_answer, parse_gold, parse_value, verify
 from verifier_cases import CASES
-from verifier_parser import Brackets
+from verifier_parser import AnswerSet, Brackets
 
 KINDS = ["number", "format", "radical", "pi", "power", "tuple", "interval", "set", "text",
          "degree", "percent", "unit", "thousands", "equation", "polynomial"]
@@ -42,7 +42,8 @@ def test_parse_gold_reads_benchmark_golds_and_returns_none_otherwise():
     assert parse_gold("(-\\infty, 3]") == Brackets("(", "]", (-sympy.oo, 3))
     assert parse_gold("\\text{(C)}") == sympy.Symbol("C")
     assert parse_gold("\\text{Monday}") == "monday"
-    for unreadable in ["\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "x^2 + y^2 = 1", "\\pm 3",
+    assert parse_gold("\\pm 3") == AnswerSet((3, -3))
+    for unreadable in ["\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "x^2 + y^2 = 1", "x > 3",
                        "10^{10^{10}}", "", None, "\\frac{1}{0}", "\\sin x"]:
         assert parse_gold(unreadable) is None, unreadable
 

@@ -139,7 +139,8 @@ CASES = [
     ("power", B("x^3"), "x^2", 0.0),
     ("power", B("(x+1)^2"), "x^2+2x+1", 1.0),
     ("power", B("(x+1)^2"), "x^2+1", 0.0),
-    ("power", B("10^{10^{10}}"), "10^{10^{10}}", 0.0),             # refused, not computed
+    ("power", B("10^{10^{10}}"), "10^{10^{10}}", 1.0),             # same text; never computed
+    ("power", B("10^{10^{10}}"), "10^{10^{11}}", 0.0),             # refused, not computed
     ("power", B("9^{9^{9^9}}"), "1", 0.0),
     ("power", B("2^{1000}"), "2^{1000}", 1.0),
     ("power", B("8^{2/3}"), "4", 1.0),
@@ -155,7 +156,9 @@ CASES = [
     ("tuple", B("(1,2)"), "(1,2,3)", 0.0),
     ("tuple", B("\\left( 3, \\frac{\\pi}{2} \\right)"), "\\left( 3, \\frac{\\pi}{2} \\right)", 1.0),
     ("tuple", B("\\left( 3, \\frac{\\pi}{2} \\right)"), "\\left( 3, \\frac{\\pi}{4} \\right)", 0.0),
-    ("tuple", B("(x, y) = (2, 3)"), "(2,3)", 0.0),                 # an equation of tuples
+    ("tuple", B("(x, y) = (2, 3)"), "(2,3)", 1.0),
+    ("tuple", B("(x, y) = (3, 2)"), "(2,3)", 0.0),
+    ("tuple", B("(\\pm 1, 2)"), "(1, 2)", 0.0),
     ("tuple", B("(4, -2)"), "(4,-2)", 1.0),
     ("tuple", B("(4, 2)"), "(4,-2)", 0.0),
     ("tuple", B("(1,000, 2)"), "(1000, 2)", 0.0),                  # commas in tuples separate
@@ -179,7 +182,8 @@ CASES = [
     ("interval", B("\\left[ \\frac{1}{2}, \\sqrt{2} \\right]"), "[0.5, \\sqrt{2})", 0.0),
     ("interval", B("(0, \\pi)"), "(0,\\pi)", 1.0),
     ("interval", B("(0, 2\\pi)"), "(0,\\pi)", 0.0),
-    ("interval", "Answer: $x \\in [2, 5)$", "[2,5)", 0.0),           # `x \in` is not read
+    ("interval", "Answer: $x \\in [2, 5)$", "[2,5)", 1.0),
+    ("interval", "Answer: $x \\in (2, 5)$", "[2,5)", 0.0),
     # -- sets and lists (unordered) ---------------------------------------------------------
     ("set", B("1, 2"), "2, 1", 1.0),
     ("set", B("-2, 1"), "1,-2", 1.0),
@@ -191,7 +195,12 @@ CASES = [
     ("set", B("x = 1 \\text{ or } x = 2"), "1, 2", 1.0),
     ("set", B("x=1, x=2"), "2, 1", 1.0),
     ("set", B("x = 1 \\text{ or } x = 3"), "1, 2", 0.0),
-    ("set", B("\\frac{1}{2}, -\\frac{1}{2}"), "\\pm\\frac{1}{2}", 0.0),  # \pm is not read
+    ("set", B("\\frac{1}{2}, -\\frac{1}{2}"), "\\pm\\frac{1}{2}", 1.0),
+    ("set", B("\\frac{1}{2}"), "\\pm\\frac{1}{2}", 0.0),
+    ("set", B("\\frac{1 \\pm \\sqrt{5}}{2}"), "\\frac{1-\\sqrt5}{2}, \\frac{1+\\sqrt5}{2}", 1.0),
+    ("set", B("x = \\pm 3"), "3, -3", 1.0),
+    ("set", B("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"), "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", 1.0),
+    ("set", B("\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}"), "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", 0.0),
     ("set", B("5"), "\\{5\\}", 1.0),
     ("set", B("1 + \\sqrt{2}, 1 - \\sqrt{2}"), "1-\\sqrt{2}, 1+\\sqrt2", 1.0),
     # -- text and multiple choice -----------------------------------------------------------
