@@ -10,32 +10,44 @@ Public API
     verify(completion, gold) -> 1.0 or 0.0. `gold` is a string or a list/tuple of acceptable
         strings (right if any matches). Never raises.
     extract_answer(text) -> the raw final-answer string, or None.
-    parse_gold(gold) -> the value the verifier reads from a gold answer (bare or in a format),
-        or None when it cannot read it: such a gold makes every completion score 0, so a
-        dataset should be checked with it. Values are sympy expressions, `Brackets` (tuples,
-        intervals), `AnswerSet`, sympy sets (unions of intervals) or a lower-case word (str).
+    parse_gold(gold) -> the value the verifier reads from a gold answer (bare or in a
+        `\\boxed{}` / `Answer:` / `####` format; never its last number), or None when it
+        cannot read it. Against such a gold only a completion writing the same text (after
+        `normalise`) scores 1, so a dataset should be checked with it. Values are sympy
+        expressions, `Brackets` (tuples, intervals), `AnswerSet` (sets, comma lists, `\\pm`),
+        sympy sets (unions of intervals) or a lower-case word (str). Cached (a GRPO group
+        scores G completions against one gold).
     parse_value(answer) -> the same for an already-extracted answer string.
 
-Formats: `\\boxed{...}`, `Answer: ...` and `#### ...`; whichever of these comes last
-in the text decides (a truncated `\\boxed{4` gives no answer). Only a text with none of
+Formats: `\\boxed{...}` (`\\fbox{}`), `Answer: ...` and `#### ...`; whichever of these comes
+last in the text decides (a truncated `\\boxed{4` gives no answer). Only a text with none of
 them falls back to its last number. `Answer: The final answer is $5$. I hope it is
 correct.` (Minerva's format) reads as 5.
 
 Answers are read as MATH-500, AIME, OlympiadBench and Minerva-MATH write them: integers,
 decimals, fractions (`\\frac`, `a/b`, mixed `2\\frac{1}{2}`), `\\sqrt{}` and `\\sqrt[n]{}`,
-`\\pi`, `\\infty`, powers with bounded exponents, tuples and intervals (`[2, 5)`, unions
-with `\\cup`), sets and comma lists (unordered), `x = 5` (the right-hand side), expressions
-in a variable (`2x+3` = `3+2x`), `\\text{(C)}` = `C`, words (`\\text{Monday}`). Degrees,
-percent signs, dollar signs, `{,}` / `,\\!` thousands separators and units after the value
-(`47 apples`, `5\\text{ cm}^2`) are dropped: `30^\\circ` = 30, `20\\%` = 20.
+`\\pi`, `\\infty`, powers with bounded rational exponents, tuples and intervals (`[2, 5)`,
+unions with `\\cup`), sets and comma lists (unordered; `1 \\pm \\sqrt2` is two answers),
+`x = 5`, `(x, y) = (1, 2)` and `x \\in [2, 5)` (the right-hand side), expressions in a
+variable (`2x+3` = `3+2x`, `\\frac{x^2-1}{x-1}` = `x+1`), `\\text{(C)}` = `C`, words
+(`\\text{Monday}` = `monday`). Degrees, percent signs, dollar signs, `{,}` / `,\\!`
+thousands separators and units after the value (`47 apples`, `5\\text{ cm}^2`) are
+dropped: `30^\\circ` = 30, `20\\%` = 20 (not 0.2).
 Equality is exact and symbolic, never by floating point: `\\sqrt{8}` = `2\\sqrt{2}`,
-`3.5` = `7/2`, but `0.333` != `1/3` and `0.7499` != `3/4`.
+`3.5` = `7/2`, but `0.333` != `1/3` and `0.7499` != `3/4`. The same text after
+`normalise` is also right (`\\begin{pmatrix}...`, or `10^{10^{10}}`, judged without
+computing it). Not read: symbolic exponents (`2^x`), functions (`\\sin`, `\\log`),
+inequalities, equations other than `variable = value`.
 
 Model output is untrusted. No text from it is ever handed to `sympify`, `parse_expr`
 or `eval` (they run Python). verifier_parser.py tokenizes with a fixed vocabulary and
 builds sympy objects directly; bounds on the length, digits, nesting, exponents and the
-size of expansions keep every call fast (`10^{10^{10}}` is refused, not computed).
-`verify` never raises: anything malformed, and division by zero, scores 0.0.
+number of terms an expansion may reach keep every call fast: `10^{10^{10}}` and
+`(1+x)^{64}(1+x)^{64}` are refused, not computed, and a comparison gets at most
+MAX_COMPARE_TERMS expanded terms (beyond: unequal). No `simplify` (it can hang): equal
+means structurally equal after sympy's automatic evaluation, or (a - b) over a common
+denominator expands to 0. `verify` never raises: anything malformed, and division by
+zero, scores 0.0.
 """
 from __future__ import annotations
 
@@ -53,6 +65,7 @@ MAX_COMPARE_TERMS = 600       # terms one comparison may expand; beyond, judged 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
 _MARKERS = re.compile(r"\\boxed\s*\{|\\fbox\s*\{|Answer\s*:|####")
+_BRACE = re.compile(r"[{}]")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _MINERVA_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*", re.I)
 _MINERVA_SUFFIX = re.compile(r"\.?\s*I hope it is correct\.?\s*$", re.I)
@@ -61,28 +74,38 @@ _MINERVA_SUFFIX = re.compile(r"\.?\s*I hope it is correct\.?\s*$", re.I)
 def _braced(text: str, start: int) -> str | None:
     """Content of the brace group whose '{' is at text[start - 1]; None if unclosed."""
     depth = 1
-    for pos in range(start, len(text)):
-        if text[pos] == "{":
-            depth += 1
-        elif text[pos] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:pos]
+    for brace in _BRACE.finditer(text, start):       # jumps from brace to brace
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[start:brace.start()]
     return None
+
+
+def _last_marker(text: str):
+    """The match of the last answer marker in `text`, found from the end (fast on 200k)."""
+    best = None
+    for literal in ("\\boxed", "\\fbox", "Answer", "####"):
+        end = len(text)
+        while (pos := text.rfind(literal, 0, end)) >= 0 and (best is None or pos > best.start()):
+            match = _MARKERS.match(text, pos)
+            if match:
+                best = match
+                break
+            end = pos + len(literal) - 1
+    return best
 
 
 def _marked_answer(text: str) -> tuple[bool, str | None]:
     """(whether `text` has an answer marker, the answer after the last one)."""
-    last_marker = None
-    for last_marker in _MARKERS.finditer(text):      # the last marker decides, readable or not
-        pass
+    last_marker = _last_marker(text)                 # the last marker decides, readable or not
     if last_marker is None:
         return False, None
     if last_marker.group().startswith("\\"):
         answer = _braced(text, last_marker.end())    # None when truncated: no answer
     else:
         answer = text[last_marker.end():].split("\n", 1)[0]
-        answer = _MINERVA_SUFFIX.sub("", _MINERVA_PREFIX.sub("", answer, count=1))
+        if len(answer) <= MAX_ANSWER_CHARS:          # longer answers are refused anyway
+            answer = _MINERVA_SUFFIX.sub("", _MINERVA_PREFIX.sub("", answer, count=1))
     answer = answer.strip().rstrip(".").strip() if answer is not None else ""
     return True, answer or None
 
@@ -101,6 +124,7 @@ def extract_answer(text: str) -> str | None:
 def _last_number(text: str, window: int = 2000) -> str | None:
     """The last number in `text`, looking at its last `window` characters first (fast on
     100k-character texts); the whole text when the window holds none or starts mid-number."""
+    text = text[: max(text.rfind(digit) for digit in "0123456789") + 1]     # ends at the last digit
     tail = _THOUSANDS.sub("", text[-window:])
     numbers = list(_NUMBER.finditer(tail))
     if len(text) > window and (not numbers or numbers[-1].start() <= 1):
