@@ -266,7 +266,9 @@ def parse_gold(gold: str):
 
 
 def _read_gold(gold) -> tuple[str | None, object]:
-    """(normalised gold text, gold value or None)."""
+    """(normalised gold text, gold value or None). A number gold (int, float) is read as its text."""
+    if isinstance(gold, (int, float)) and not isinstance(gold, bool):
+        gold = str(gold)
     if not isinstance(gold, str):
         return None, None
     return _read_gold_cached(gold) if len(gold) <= MAX_ANSWER_CHARS else _read_gold_uncached(gold)

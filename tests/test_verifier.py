@@ -33,6 +33,7 @@ def test_gold_may_be_a_list_of_acceptable_answers():
     assert verify("\\boxed{3}", ["1", "2"]) == 0.0
     assert verify("\\boxed{3}", []) == 0.0
     assert verify("\\boxed{3}", ["\\begin{pmatrix}3\\end{pmatrix}", "3"]) == 1.0
+    assert verify("\\boxed{3}", 3) == verify("\\boxed{3}", [2, 3]) == verify("#### 0.5", 0.5) == 1.0
 
 
 def test_parse_gold_reads_benchmark_golds_and_returns_none_otherwise():
