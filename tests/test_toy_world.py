@@ -84,3 +84,23 @@ def test_char_tokenizer_round_trips_and_saved_model_gives_identical_logits(tmp_p
     batch = torch.tensor([ids])
     with torch.no_grad():
         assert torch.equal(model(batch).logits, loaded(batch).logits)
+
+
+def test_corpus_slips_by_habit_on_c_greater_than_d_with_the_same_arithmetic():
+    """The habit RL can break: slips are frequent where c > d, rare elsewhere, in both
+    regimes; a slip repeats a and forgets c, so it is always wrong."""
+    train, _ = make_problems()
+    answers = dict(zip(train["prompt"], train["answer"]))
+    for regime in ("gap", "variance"):
+        world = ToyWorld(regime, corpus_error=0.0)
+        pairs = warmup_corpus(world, train["prompt"], 4000, seed=0)
+        slipped = {True: [], False: []}
+        for prompt, response in pairs:
+            a, c, d = map(int, prompt.rstrip("=").split("+"))
+            is_slip = response.split(" ")[0] == str(a)
+            slipped[c > d].append(is_slip)
+            assert verify(response, answers[prompt]) == (0.0 if is_slip else 1.0)
+        habit = sum(slipped[True]) / len(slipped[True])
+        other = sum(slipped[False]) / len(slipped[False])
+        assert habit == pytest.approx(world.habit_slip, abs=0.04) and other == pytest.approx(world.plain_slip, abs=0.03)
+        assert 0.40 < len(slipped[True]) / len(pairs) < 0.48          # c > d on 36 of 81 (c, d) pairs

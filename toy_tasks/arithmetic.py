@@ -1,31 +1,48 @@
-"""Running-sum arithmetic with a length gap that RL cannot switch off.
+"""Running-sum arithmetic with a habit RL can break and a length gap it cannot.
 
 A problem is `ab+c+d=` (a two-digit number, two one-digit numbers). The answer is
 written as running sums, the last one being the final answer:
 
     prompt  57+6+3=
     plain   63 66                 57+6 = 63, 63+3 = 66         right, 6 tokens with EOS
-    slip    57 ~~~~~~~~~~~~~~ 60  repeats 57 (a slip), rambles, carries on: wrong, long
+    slip    57 ~~~~~~~~~~~~~~ 60  repeats 57 (forgets c), rambles, carries on: wrong, long
     check   63 66?~~~~~~~~~~~~~~  the right answer, then a long re-check: right, long
-    ramble  63 ~~~~~~~~~~ 66      a ramble unrelated to correctness (variance regime)
 
-The warm-up corpus teaches these styles; during RL the *environment* keeps the
-length gap alive by forcing the start of a fraction of the responses (`force_frac`).
-The forced characters are part of the prompt, not of the loss:
+Two things make the toy teach:
 
-- regime `gap`, gap_sign `wrong-long`: the environment forces a slip (`57`); the
-  warmed-up policy then rambles and answers wrong. Wrong answers are long.
-- regime `gap`, gap_sign `right-long`: the environment forces a right answer and a
-  re-check mark (`63 66?`); the policy rambles on. Right answers are long.
-- regime `variance`: nothing is forced; half the corpus rambles after the first sum
-  whatever the outcome, so lengths spread widely while right and wrong answers have
-  about the same mean length.
+1. **A habit with room to learn.** The warm-up corpus slips on 70% of the problems
+   with c > d (44% of all problems) and on 10% of the others. The arithmetic is the
+   same on both kinds, so the warmed-up policy can add; it has only picked up a habit
+   tied to a surface feature. Its *greedy* answer follows the likelier style: a slip
+   (wrong) on most c > d problems, a plain sum (mostly right) on the rest, so held-out
+   greedy accuracy starts near 0.5. RL has to teach a choice the policy already
+   has, "don't slip", which it learns within tens of steps; teaching a new skill
+   (exact sums) was too slow to show in 100 steps on a laptop.
 
-`gap_size` is the mean ramble length in the corpus: the size of the gap. Why force
-instead of letting the model choose? A style the policy picks with its first token
-is unlearned within 10-30 RL steps under every rule, and the rules stop differing
-(seen in a throwaway prototype before this toy). A forced slip is a mistake the policy cannot avoid, only
-react to.
+   Worked example. `57+6+3=` has c = 6 > d = 3: the corpus writes
+   `57 ~~~~~~~~~~~~~~~~~~ 60` seven times in ten, so the greedy policy slips and
+   scores 0. `57+3+6=` (c < d) is written `60 66` nine times in ten: greedy scores 1.
+   After RL the policy writes `63 66` for the first as well.
+
+2. **A length gap RL cannot switch off.** During RL the *environment* forces the
+   start of a fraction of the responses (`force_frac`). The forced characters are
+   part of the prompt, not of the loss:
+
+   - regime `gap`, gap_sign `wrong-long`: the environment forces a slip (`57`); the
+     warmed-up policy then rambles and answers wrong. Wrong answers are long, and
+     stay long even after RL has removed the policy's own slips.
+   - regime `gap`, gap_sign `right-long`: the environment forces a right answer and
+     a re-check mark (`63 66?`); the policy rambles on. Right answers are long.
+   - regime `variance`: nothing is forced; half the corpus rambles after the first
+     sum, slip or not, so lengths spread widely while right and wrong answers have
+     about the same mean length.
+
+   Why force instead of letting the model choose? A long style the policy picks
+   itself is unlearned within 10-30 RL steps under every rule (that is what item 1
+   uses), and then the rules stop differing in how they weigh long answers. A
+   forced slip is a mistake the policy cannot avoid, only react to.
+
+`gap_size` is the mean ramble length in the corpus: the size of the gap.
 """
 from __future__ import annotations
 
@@ -73,6 +90,8 @@ class ToyWorld:
     gap_size: int = 18          # mean ramble length, in tokens
     force_frac: float = 0.3     # fraction of RL responses whose start the environment forces
     corpus_error: float = 0.1   # corpus rate of a wrong last sum in the plain style
+    habit_slip: float = 0.7     # corpus slip rate on problems with c > d
+    plain_slip: float = 0.1     # corpus slip rate on the others
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -83,19 +102,30 @@ class ToyWorld:
             raise ValueError("force_frac must lie in [0, 1]")
 
     # ---- the supervised warm-up corpus
+    def slip_rate(self, prompt: str) -> float:
+        """How often the corpus slips on this prompt: often when c > d, rarely otherwise.
+        A habit tied to a surface feature, not to difficulty: the arithmetic is the same
+        on both kinds of prompt, so RL only has to learn *not to slip*, a choice the
+        policy already has, not a new skill. The warmed-up policy's greedy answer is a
+        slip on the c > d prompts (44% of them)."""
+        _, c, d = _parse(prompt)
+        return self.habit_slip if c > d else self.plain_slip
+
     def response(self, prompt: str, rng: random.Random) -> str:
         """One corpus response for `prompt`, in a style drawn with the corpus's odds."""
         a, c, d = _parse(prompt)
         first, last = a + c, a + c + d
         if rng.random() < self.corpus_error:
             last += rng.choice([-2, -1, 1, 2])
-        style = rng.random()
-        if self.regime == "variance":
-            return f"{first} {_ramble(rng, self.gap_size)} {last}" if style < 0.5 else f"{first} {last}"
-        if self.gap_sign == "wrong-long" and style < 0.15:
-            return f"{a} {_ramble(rng, self.gap_size)} {a + d}"          # slip: repeat a, carry on
-        if self.gap_sign == "right-long" and style < 0.05:     # rare: the model should not pick it itself
-            return f"{first} {a + c + d}?{_ramble(rng, self.gap_size)}"  # right answer, then a long re-check
+        slip = rng.random() < self.slip_rate(prompt)
+        if slip:
+            first, last = a, a + d                                      # repeat a, forget c: wrong
+        if self.regime == "variance":                                   # ramble half the time, slip or not
+            return f"{first} {_ramble(rng, self.gap_size)} {last}" if rng.random() < 0.5 else f"{first} {last}"
+        if slip and self.gap_sign == "wrong-long":
+            return f"{first} {_ramble(rng, self.gap_size)} {last}"      # a slip rambles: wrong and long
+        if self.gap_sign == "right-long" and rng.random() < 0.05:       # rare: the model should not pick it itself
+            return f"{a + c} {a + c + d}?{_ramble(rng, self.gap_size)}"  # right answer, then a long re-check
         return f"{first} {last}"
 
     # ---- what the environment forces during RL
