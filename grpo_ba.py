@@ -44,7 +44,9 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
+import benchmarks
 import lm_setup
+import lora
 import run_io
 from toy_tasks import length_stats
 from verifier import verify
@@ -261,8 +263,15 @@ class Args:
     max_new_tokens: int = _arg(40, "longest response; longer ones are cut (and stay in the loss)")
     micro_batch_size: int = _arg(0, "rows per forward/backward pass (0: the whole batch); exact for every rule")
     # ---- evaluation, logging, checkpoints
-    eval_every: int = _arg(10, "greedy accuracy on held-out prompts every N steps (step 0 included)", section="evaluation, logging and checkpoints")
-    eval_prompts: int = _arg(200, "held-out prompts per evaluation")
+    eval_every: int = _arg(10, "accuracy on held-out prompts (or --eval-dataset) every N steps (step 0 included)", section="evaluation, logging and checkpoints")
+    eval_prompts: int = _arg(200, "held-out prompts per evaluation (without --eval-dataset)")
+    eval_dataset: tuple = _arg((), "benchmarks to evaluate on instead of held-out prompts: hub ids or local .json/.jsonl/.parquet, "
+                                   "several after one flag; each logged as accuracy_<name>, `accuracy` is their mean")
+    eval_split: str = _arg("test", "split of a hub --eval-dataset")
+    eval_prompt_column: str = _arg("", "prompt column of --eval-dataset (empty: --prompt-column)")
+    eval_answer_column: str = _arg("", "answer column of --eval-dataset (empty: --answer-column)")
+    eval_samples: int = _arg(1, "K: samples per prompt; accuracy is avg@K, the mean verdict over all K samples")
+    eval_temperature: float = _arg(0.0, "sampling temperature of evaluation (0: greedy, so K = 1 is greedy accuracy)")
     log_every: int = _arg(10, "print a one-line summary every N steps")
     save_every: int = _arg(0, "write a checkpoint every N steps (0: only on Ctrl-C)")
     resume: str = _arg("", "continue the run saved in this directory (its args.json and checkpoint.pt)")
@@ -289,6 +298,9 @@ class Args:
     gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
     attn_implementation: str = _arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
     device: str = _arg("auto", "auto | cpu | cuda")
+    lora_rank: int = _arg(0, "R: train LoRA adapters of rank R instead of all weights (lora.py; needs peft); 0: all weights")
+    lora_alpha: float = _arg(0.0, "LoRA scale: adapters add (alpha / R) * B A x (0: alpha = R)")
+    lora_target_modules: str = _arg("all-linear", "layers that get adapters: comma-separated module names (q_proj,v_proj), or all-linear: every linear layer but the output head")
 
 
 PRESETS = {
@@ -296,6 +308,14 @@ PRESETS = {
                        micro_batch_size=4, max_new_tokens=1024, lr=1e-6, group_size=8,
                        prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
                        temperature=1.0, save_every=50, model="Qwen/Qwen3-1.7B"),
+    # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base (lora.py).
+    # Its context is 4096 tokens: 3072 new, so prompts may have up to 1024. LoRA's best lr
+    # sits about 10x above full fine-tuning's (1e-6 in the preset above).
+    "qwen2.5-math-7b": dict(dtype="bfloat16", gradient_checkpointing=True, attn_implementation="sdpa",
+                            micro_batch_size=4, max_new_tokens=3072, lr=1e-5, group_size=8,
+                            prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
+                            temperature=1.0, save_every=50, model="Qwen/Qwen2.5-Math-7B",
+                            lora_rank=32, lora_alpha=64, lora_target_modules="all-linear"),
 }
 WARMUP_STEPS = {"gap": 600, "variance": 1000}    # sampled reward near 0.5 at step 0 in both regimes
 CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": ("gap", "variance"),
@@ -323,12 +343,13 @@ def parse_args(argv=None) -> Args:
         if f.type in ("bool", bool):
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
         else:
-            kind = {"int": int, "float": float, "str": str}[f.type if isinstance(f.type, str) else f.type.__name__]
+            kind = {"int": int, "float": float, "str": str, "tuple": str}[f.type if isinstance(f.type, str) else f.type.__name__]
             text = f.metadata["help"]
             if f.name == "preset":                   # show every value a preset sets
                 text += "; " + "; ".join(f"{name}: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in values.items())
                                          for name, values in PRESETS.items())
-            group.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=text)
+            group.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=text,
+                                nargs="+" if kind is str and f.type in ("tuple", tuple) else None)   # several values
     preset, _ = parser.parse_known_args(argv)
     parser.set_defaults(**PRESETS.get(preset.preset, {}))   # preset values are defaults; flags win
     return Args(**vars(parser.parse_args(argv)))
@@ -338,7 +359,7 @@ def check_args(args: Args):
     """Refuse, with one clear line, what would fail later or silently do the wrong thing."""
     if args.group_size < 2:
         raise UsageError(f"--group-size must be at least 2 (got {args.group_size}): a group of one has no relative advantage")
-    for name in ("steps", "prompts_per_step", "inner_updates", "max_new_tokens", "eval_prompts", "seeds"):
+    for name in ("steps", "prompts_per_step", "inner_updates", "max_new_tokens", "eval_prompts", "eval_samples", "seeds"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     batch = args.group_size * args.prompts_per_step
@@ -346,6 +367,8 @@ def check_args(args: Args):
         raise UsageError(f"--micro-batch-size {args.micro_batch_size} does not divide the batch of {batch} responses")
     if args.max_prompt_tokens < 0:
         raise UsageError("--max-prompt-tokens must be positive, or 0 for the model's context minus --max-new-tokens")
+    if args.eval_temperature < 0 or args.lora_rank < 0 or args.lora_alpha < 0:
+        raise UsageError("--eval-temperature, --lora-rank and --lora-alpha cannot be negative")
     if args.dataset and not args.model:
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
     if args.model and args.aggregator == "all" and not args.sweep:
@@ -384,11 +407,13 @@ def autocast(args, device_type):
 
 
 @torch.no_grad()
-def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, greedy=False) -> Rollout:
-    """Continue each `prompt + forced prefix`; the forced text is prompt, not response."""
+def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=None) -> Rollout:
+    """Continue each `prompt + forced prefix`; the forced text is prompt, not response.
+    Sampled at `temperature` (default: --temperature); temperature 0 is greedy."""
     encoded = tokenizer([p + f for p, f in zip(prompt_texts, forced_prefixes)], return_tensors="pt",
                         padding=True, add_special_tokens=False).to(policy.device)
-    sampling = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=args.temperature, top_k=0, top_p=1.0)
+    temperature = args.temperature if temperature is None else temperature
+    sampling = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
     with autocast(args, policy.device.type):
         sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
                                     eos_token_id=tokenizer.eos_token_id, **sampling)
@@ -509,21 +534,24 @@ def step_diagnostics(rewards, mask, args) -> dict:
 # =====================================================================================
 
 
-def evaluate(policy, tokenizer, task, args) -> float:
-    """Greedy accuracy on the first eval_prompts held-out prompts, nothing forced."""
-    rows = task.heldout[:args.eval_prompts]
-    size = args.micro_batch_size or len(rows)
-    correct = 0.0
+def evaluate(policy, tokenizer, task, rows, args) -> float:
+    """avg@K = (1 / (N K)) * sum_n sum_k verify(o_nk, answer_n): K = --eval-samples samples
+    per prompt at --eval-temperature (K = 1 at temperature 0: greedy accuracy), nothing forced."""
+    K = args.eval_samples
+    prompts = [task.prompt_text(r["prompt"]) for r in rows for _ in range(K)]
+    answers = [r["answer"] for r in rows for _ in range(K)]
+    size = args.prompts_per_step * args.group_size if args.micro_batch_size else len(prompts)   # a rollout's batch fits
+    verdicts = []
     policy.eval()
-    for i in range(0, len(rows), size):
-        chunk = rows[i:i + size]
-        batch = rollout(policy, tokenizer, [task.prompt_text(r["prompt"]) for r in chunk], [""] * len(chunk), args, greedy=True)
-        correct += sum(verify(c, r["answer"]) for c, r in zip(batch.completions, chunk))
-    return correct / len(rows)
+    for i in range(0, len(prompts), size):
+        batch = rollout(policy, tokenizer, prompts[i:i + size], [""] * len(prompts[i:i + size]), args, args.eval_temperature)
+        verdicts += [verify(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
+    return sum(verdicts) / len(verdicts)
 
 
-def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, evaluate_now=False) -> dict:
-    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update."""
+def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, eval_sets=None) -> dict:
+    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update;
+    first, if given, avg@K on each eval set {metric name: rows} and `accuracy`, their mean."""
     G = args.group_size
     prompts = [r["prompt"] for r in rows for _ in range(G)]                          # groups are contiguous
     answers = [r["answer"] for r in rows for _ in range(G)]
@@ -532,8 +560,9 @@ def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, ev
     batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
     rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
     metrics = step_diagnostics(rewards, batch.response_mask.cpu(), args)
-    if evaluate_now:
-        metrics["accuracy"] = evaluate(policy, tokenizer, task, args)
+    if eval_sets:
+        scores = {name: evaluate(policy, tokenizer, task, eval_rows, args) for name, eval_rows in eval_sets.items()}
+        metrics.update(scores, accuracy=sum(scores.values()) / len(scores))
     policy.train()
     metrics.update(grpo_update(policy, reference, optimizer, batch, rewards.to(policy.device), args))
     metrics.update(truncated_frac=batch.truncated.float().mean().item(),
@@ -559,10 +588,15 @@ def train(args: Args, log=print) -> str:
         torch.set_num_threads(args.threads)
         torch.set_flush_denormal(True)     # Adam's tiny second moments are denormal: 10x slower sqrt
     policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row first
+    if args.lora_rank:                             # train adapters only, over a frozen base
+        policy = lora.add_adapters(policy, args)
+    eval_sets = benchmarks.eval_sets(args, task)                         # and every --eval-dataset row
     out = run_io.prepare_output_dir(args.output_dir)                     # so bad data writes nothing
     policy.to(device)
-    reference = copy.deepcopy(policy).eval().requires_grad_(False) if args.beta > 0 else None
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
+    reference = None
+    if args.beta > 0:                              # pi_ref = the starting policy, frozen
+        reference = lora.ReferenceWithoutAdapters(policy) if args.lora_rank else copy.deepcopy(policy).eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
     metrics_path, ckpt_path = os.path.join(out, "metrics.jsonl"), os.path.join(out, "checkpoint.pt")
     start = 0
     if args.resume:
@@ -593,7 +627,7 @@ def train(args: Args, log=print) -> str:
             rows = [task.train[i] for i in torch.randint(len(task.train), (args.prompts_per_step,), generator=generator).tolist()]
             evaluate_now = step % args.eval_every == 0 or step == args.steps - 1
             metrics = {"step": step, **grpo_step(policy, reference, optimizer, tokenizer, task, rows,
-                                                 random.Random(step_seed), args, evaluate_now)}
+                                                 random.Random(step_seed), args, eval_sets if evaluate_now else None)}
             metrics["step_time"] = time.time() - step_start
             run_io.append_metrics(metrics_path, metrics)
             if step == start:

@@ -43,9 +43,19 @@ def read_metrics(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def model_state(policy) -> dict:
+    """What a checkpoint keeps of the model: its state dict, or only the trainable tensors
+    when part of it is frozen (LoRA adapters: megabytes, not the base model's weights)."""
+    state = policy.state_dict()
+    trainable = {name for name, p in policy.named_parameters() if p.requires_grad}
+    if len(trainable) == len(list(policy.parameters())):
+        return state
+    return {name: tensor for name, tensor in state.items() if name in trainable}
+
+
 def save_checkpoint(path, policy, optimizer, step):
     """Model, optimizer, RNG states and step, written atomically (temp file, then rename)."""
-    state = {"step": step, "model": policy.state_dict(), "optimizer": optimizer.state_dict(),
+    state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
              "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
     tmp = path + ".tmp"
@@ -57,7 +67,7 @@ def restore_checkpoint(path, policy, optimizer, metrics_path, device) -> int:
     """Load a checkpoint into policy and optimizer, drop the metrics lines written after
     it, and return the first step still to run."""
     state = torch.load(path, map_location=device, weights_only=False)
-    policy.load_state_dict(state["model"])
+    policy.load_state_dict(state["model"], strict=False)   # names checked by _check_fits; adapters only under LoRA
     optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["python_rng"])
