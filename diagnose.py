@@ -49,7 +49,7 @@ def bias_metrics(advantages: torch.Tensor, lengths: torch.Tensor, group_size: in
     """The bias of one batch, from its advantages (B,) and response lengths L_i (B,),
     rows in contiguous groups of G:
 
-    pos_share_<rule>         share of the rule's gradient weight at ratio 1 on A_i > 0 (method §3)
+    pos_share_<rule>         share of the rule's gradient weight at ratio 1 on A_i > 0 (docs/method.md §3)
     token_loss_at_ratio_one  J_tok at ratio 1 = mean over groups of -sum_i A_i L_i / sum_i L_i,
                              the drift of token aggregation's loss (0 for sequence and balanced)
     """
@@ -65,7 +65,7 @@ def bias_metrics(advantages: torch.Tensor, lengths: torch.Tensor, group_size: in
 
 def loss_at_ratio_one(advantages, mask, group_size, rule) -> float:
     """J_rule on-policy (rho = 1, so l_it = -A_i): token gives -sum_i A_i L_i / sum_i L_i
-    per group, sequence and balanced give 0 (method §3)."""
+    per group, sequence and balanced give 0 (docs/method.md §3)."""
     logp = torch.zeros(mask.shape)
     token_loss = clipped_token_loss(logp, logp, advantages, mask)                   # (B, T)
     return AGGREGATORS[rule](token_loss, mask, advantages, group_size).item()

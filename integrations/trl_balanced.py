@@ -144,7 +144,7 @@ class GRPOTrainerWithBiasMetrics(BiasMetricsMixin, GRPOTrainer):
 
 
 class BalancedGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer whose policy-gradient loss is Balanced Aggregation (method §2, §4),
+    """GRPOTrainer whose policy-gradient loss is Balanced Aggregation (docs/method.md §2, §4),
     with the bias metrics of each generation batch in its logs."""
 
     def __init__(self, *args, **kwargs):

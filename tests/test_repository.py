@@ -9,7 +9,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Built from pieces so that this file does not match its own pattern.
 OUTSIDE_PATH = re.compile(r"(?<![\w.-])(?:\.\./)*" + "shar" + r"ed/")
-BARE_METHOD_CITATION = re.compile(r"(?<![\w/.])method §")
+BARE_METHOD_CITATION = re.compile(r"(?<![\w/.])meth" + "od §")
 METHOD_CITATION = re.compile(r"docs/method\.md`?\s*§(\d+)")
 
 
@@ -55,5 +55,5 @@ def test_every_cited_section_of_docs_method_md_exists():
 def test_the_patterns_catch_what_they_are_for():
     assert OUTSIDE_PATH.search("see " + "shar" + "ed/method.md") and OUTSIDE_PATH.search("../" + "shar" + "ed/x")
     assert not OUTSIDE_PATH.search("torch.multiprocessing.share_memory_")
-    assert BARE_METHOD_CITATION.search("(method §3)") and not BARE_METHOD_CITATION.search("docs/method.md §3")
+    assert BARE_METHOD_CITATION.search("(meth" + "od §3)") and not BARE_METHOD_CITATION.search("docs/method.md §3")
     assert METHOD_CITATION.findall("`docs/method.md` §6 and docs/method.md §2") == ["6", "2"]
