@@ -273,13 +273,14 @@ class Args:
     eval_samples: int = _arg(1, "K: samples per prompt; accuracy is avg@K, the mean verdict over all K samples")
     eval_temperature: float = _arg(0.0, "sampling temperature of evaluation (0: greedy, so K = 1 is greedy accuracy)")
     log_every: int = _arg(10, "print a one-line summary every N steps")
-    save_every: int = _arg(0, "write a checkpoint every N steps (0: only on Ctrl-C)")
-    resume: str = _arg("", "continue the run saved in this directory (its args.json and checkpoint.pt)")
+    save_every: int = _arg(0, "write a checkpoint every N steps (0: only on Ctrl-C); the last step always writes one")
+    resume: str = _arg("", "continue the run saved in this directory (its args.json and checkpoint.pt); --steps extends "
+                           "or shortens it, machine flags (--threads, --device, ...) may change, any other flag must match")
     # ---- the toy model
     warmup_steps: int = _arg(0, "toy: supervised warm-up steps, cached by settings (0: 600 for regime gap, 1000 for variance)", section="the toy model")
     warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule and RL seed")
     cache_dir: str = _arg("~/.cache/grpo_ba", "toy: where warmed-up policies are cached")
-    threads: int = _arg(2, "CPU threads for torch")
+    threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 1; with --model every available core)")
     # ---- sweep and plots (plots.py)
     sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (plots.py)")
     seeds: int = _arg(3, "seeds per (regime, rule) in --sweep")
@@ -297,7 +298,7 @@ class Args:
     dtype: str = _arg("float32", "compute dtype (autocast): float32 | bfloat16 | float16; weights and AdamW stay float32")
     gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
     attn_implementation: str = _arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
-    device: str = _arg("auto", "auto | cpu | cuda")
+    device: str = _arg("auto", "auto (cuda, then mps, then cpu) | cpu | cuda | mps")
     lora_rank: int = _arg(0, "R: train LoRA adapters of rank R instead of all weights (lora.py; needs peft); 0: all weights")
     lora_alpha: float = _arg(0.0, "LoRA scale: adapters add (alpha / R) * B A x (0: alpha = R)")
     lora_target_modules: str = _arg("all-linear", "layers that get adapters: comma-separated module names (q_proj,v_proj), or all-linear: every linear layer but the output head")
@@ -320,7 +321,7 @@ PRESETS = {
 WARMUP_STEPS = {"gap": 600, "variance": 1000}    # sampled reward near 0.5 at step 0 in both regimes
 CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": ("gap", "variance"),
            "gap_sign": ("wrong-long", "right-long"), "adv_scale": ("std", "none"),
-           "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda"),
+           "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
            "preset": ("", *PRESETS)}
 
 
@@ -333,7 +334,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def parse_args(argv=None) -> Args:
+def _build_parser() -> _Parser:
     parser = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     group = parser
     for f in dataclasses.fields(Args):
@@ -350,9 +351,23 @@ def parse_args(argv=None) -> Args:
                                          for name, values in PRESETS.items())
             group.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=text,
                                 nargs="+" if kind is str and f.type in ("tuple", tuple) else None)   # several values
+    return parser
+
+
+def parse_args(argv=None) -> Args:
+    parser = _build_parser()
     preset, _ = parser.parse_known_args(argv)
     parser.set_defaults(**PRESETS.get(preset.preset, {}))   # preset values are defaults; flags win
     return Args(**vars(parser.parse_args(argv)))
+
+
+def given_flags(argv=None) -> dict:
+    """Only the flags typed on the command line, parsed: {name: value}. A flag typed
+    with its default value counts as given; defaults and preset values do not."""
+    not_given = object()                           # not a string: argparse would parse a string default
+    parser = _build_parser()
+    parser.set_defaults(**{f.name: not_given for f in dataclasses.fields(Args)})
+    return {name: value for name, value in vars(parser.parse_args(argv)).items() if value is not not_given}
 
 
 def check_args(args: Args):
@@ -582,11 +597,12 @@ def train(args: Args, log=print) -> str:
     and checkpoint.pt; returns the output directory."""
     if not args.model:                     # the toy: an unwritable directory fails before the warm-up
         run_io.prepare_output_dir(args.output_dir)
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          "cpu" if args.device == "auto" else args.device)
+    device = run_io.pick_device(args.device)
     if device.type == "cpu":
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(run_io.pick_threads(args.threads, real_model=bool(args.model)))
         torch.set_flush_denormal(True)     # Adam's tiny second moments are denormal: 10x slower sqrt
+    ckpt_path = os.path.join(args.output_dir, "checkpoint.pt")
+    saved = run_io.read_checkpoint(ckpt_path, device) if args.resume else None   # a bad file fails before the model loads
     policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row first
     if args.lora_rank:                             # train adapters only, over a frozen base
         policy = lora.add_adapters(policy, args)
@@ -597,17 +613,21 @@ def train(args: Args, log=print) -> str:
     if args.beta > 0:                              # pi_ref = the starting policy, frozen
         reference = lora.ReferenceWithoutAdapters(policy) if args.lora_rank else copy.deepcopy(policy).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
-    metrics_path, ckpt_path = os.path.join(out, "metrics.jsonl"), os.path.join(out, "checkpoint.pt")
+    metrics_path = os.path.join(out, "metrics.jsonl")
     start = 0
-    if args.resume:
-        start = run_io.restore_checkpoint(ckpt_path, policy, optimizer, metrics_path, device)
-        log(f"resuming {out} at step {start}")
+    if args.resume:                                # every check passes before the directory changes
+        start = run_io.restore_checkpoint(saved, ckpt_path, policy, optimizer, metrics_path, args.steps, log)
+        del saved
+        run_io.write_args(out, dataclasses.asdict(dataclasses.replace(args, resume="")))   # a new --steps, machine flags
+        log(f"resuming {out} at step {start} of {args.steps}" if start < args.steps else
+            f"{out} has finished its {args.steps} steps; extend it with --resume {out} --steps {args.steps + 100}")
     else:
         with open(os.path.join(out, "args.json"), "w") as f:
             json.dump(dataclasses.asdict(args), f, indent=2)
         if task.data_report is not None:           # rows read, used, left out and why
             task.data_report.save(os.path.join(out, "data_report.json"))
         open(metrics_path, "w").close()
+    args = dataclasses.replace(args, dtype=run_io.autocast_dtype(device.type, args.dtype, log))   # args.json keeps the request
 
     interrupted = []
 
@@ -640,7 +660,7 @@ def train(args: Args, log=print) -> str:
                           f"len +{_fmt(metrics['len_pos'])} -{_fmt(metrics['len_neg'])} "
                           f"pg_loss {metrics['pg_loss']:+.4f} pos_share {_fmt(metrics['pos_share'], 2)} "
                           f"({metrics['step_time']:.2f}s/step)")
-            if interrupted or (args.save_every and (step + 1) % args.save_every == 0):
+            if interrupted or (args.save_every and (step + 1) % args.save_every == 0) or step == args.steps - 1:
                 run_io.save_checkpoint(ckpt_path, policy, optimizer, step)
             if interrupted:
                 log(f"interrupted: checkpoint of step {step} saved; continue with --resume {out}")
@@ -696,13 +716,12 @@ def main(argv=None) -> int:
             import diagnose
             diagnose.run(args.diagnose, args.adv_scale)
             return 0
-        if args.resume:
-            with open(os.path.join(args.resume, "args.json")) as f:
-                saved = json.load(f)
-            if not os.path.exists(os.path.join(args.resume, "checkpoint.pt")):
-                raise UsageError(f"no checkpoint.pt in {args.resume!r} to resume from")
-            args = Args(**{**saved, "resume": args.resume, "output_dir": args.resume})
-        if args.plot_only:
+        if args.resume:                            # one run, continued: its args.json, then the flags typed
+            defaults = {f.name: f.default for f in dataclasses.fields(Args)}
+            args = Args(**run_io.resumed_args(args.resume, given_flags(argv), defaults))
+            check_args(args)
+            train(args)
+        elif args.plot_only:
             import plots
             plots.report(args.plot_only, args.figures_dir or None)
         elif args.sweep:

@@ -1,19 +1,86 @@
-"""run_io.py -- a run on disk: its directory, metrics.jsonl and atomic checkpoints.
+"""run_io.py -- a run on disk and on this machine: its directory, metrics.jsonl,
+checkpoints, and the device and threads it runs with.
 
-Nothing here is the algorithm; it is what makes a run survive Ctrl-C and a crash:
-metrics are appended one valid JSON line per step, checkpoints are written to a
-temporary file and renamed, and a resumed run drops the lines written after its
-checkpoint so the file reads as if the run had never stopped.
+Nothing here is the algorithm; it is what makes a run survive Ctrl-C, a hard kill and
+a file handed over by someone else:
+- metrics are appended one JSON line per step; a kill during the append leaves a torn
+  *last* line, which readers drop with a note (a bad line elsewhere is an error);
+- checkpoints are written to a temporary file, synced and renamed, and hold only what
+  `torch.load(weights_only=True)` accepts (tensors, state dicts, numbers, strings,
+  tuples, lists, dicts), so loading one never runs code from it;
+- a resume checks everything (checkpoint, model shapes, metrics) before it changes
+  anything in the run directory, then drops the metrics lines written after the
+  checkpoint so the file reads as if the run had never stopped.
+Every problem is a `RunError`: one line naming the file, exit code 2 in grpo_ba.main.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import pickle
 import random
+import sys
+import warnings
 
 import torch
 
+
+class RunError(ValueError):
+    """A run directory or checkpoint that cannot be used: one line, exit code 2."""
+
+
+def _note(message):
+    print(message, file=sys.stderr)
+
+
+# ------------------------------------------------------------------ where a run runs
+
+def pick_device(requested: str) -> torch.device:
+    """'auto' -> cuda, then Apple's mps, then cpu; an explicit choice must be available."""
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if requested == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if requested == "cuda" and not cuda:
+        raise RunError("--device cuda: no CUDA device is available here (try --device auto)")
+    if requested == "mps" and not mps:
+        raise RunError("--device mps: Apple's MPS backend is not available here (try --device auto)")
+    return torch.device(requested)
+
+
+TOY_THREADS = 1      # measured best for the toy (README, "Robustness"): its matrices are too small to split
+
+
+def pick_threads(requested: int, real_model: bool) -> int:
+    """--threads, or when 0 (auto): the toy's measured best, and for --model every core
+    this process may use."""
+    if requested > 0:
+        return requested
+    if not real_model:
+        return TOY_THREADS
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def autocast_dtype(device_type: str, dtype: str, log=_note) -> str:
+    """`dtype` ("bfloat16", "float16") if autocast on this device computes in it, else
+    "float32" with a one-line note. torch either raises (bf16 on an old GPU) or warns
+    and disables autocast (a dtype the device lacks)."""
+    if dtype == "float32":
+        return dtype
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            torch.autocast(device_type, dtype=getattr(torch, dtype))
+            supported = not any("not supported" in str(w.message) for w in caught)
+        except (RuntimeError, ValueError):
+            supported = False
+    if not supported:
+        log(f"note: {device_type} autocast does not support {dtype} here; computing in float32")
+        return "float32"
+    return dtype
+
+
+# ------------------------------------------------------------------ the run directory
 
 def prepare_output_dir(out: str) -> str:
     """Create `out` and make sure it can be written, or fail with one clear line."""
@@ -34,13 +101,96 @@ def _json_line(metrics: dict) -> str:
 
 
 def append_metrics(path: str, metrics: dict):
+    """One line per step, synced: a power cut loses at most the line being written."""
     with open(path, "a") as f:
         f.write(_json_line(metrics))
+        f.flush()
+        os.fsync(f.fileno())
 
 
-def read_metrics(path: str) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+def read_metrics(path: str, log=_note) -> list[dict]:
+    """The metrics of a run, one dict per line. A torn last line (a kill during the
+    append) is dropped with a note; a bad line anywhere else is a RunError naming it."""
+    with open(path, "rb") as f:
+        lines = [(number, raw) for number, raw in enumerate(f.read().split(b"\n"), 1) if raw.strip(b" \t\r\x00")]
+    metrics = []
+    for number, raw in lines:
+        try:
+            record = json.loads(raw.decode())
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                raise ValueError("not a metrics record")
+        except ValueError as err:                  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            if number == lines[-1][0]:
+                log(f"note: {path}: dropped its torn last line {number} (a run killed while writing it)")
+                break
+            raise RunError(f"{path}: line {number} is not a metrics record ({str(err).splitlines()[0][:80]}); "
+                           f"fix or remove that line") from None
+        metrics.append(record)
+    return metrics
+
+
+def read_args(run_dir: str) -> dict:
+    """args.json of a run directory, or a RunError naming the file."""
+    path = os.path.join(run_dir, "args.json")
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except OSError as err:
+        raise RunError(f"cannot resume from {run_dir!r}: {path}: {err.strerror}") from None
+    except ValueError as err:
+        raise RunError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(saved, dict):
+        raise RunError(f"{path}: not the settings of a run (expected one JSON object)")
+    return saved
+
+
+def write_args(run_dir: str, args: dict):
+    path = os.path.join(run_dir, "args.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(args, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+# Flags that change where or how fast a run runs, or what it prints, but not what it
+# computes: a resumed run may take new values (another machine, another GPU).
+MACHINE_FLAGS = ("threads", "device", "cache_dir", "micro_batch_size", "gradient_checkpointing",
+                 "attn_implementation", "log_every", "save_every")
+NOT_WITH_RESUME = ("sweep", "seeds", "plot_only", "figures_dir")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def resumed_args(run_dir: str, given: dict, defaults: dict) -> dict:
+    """The settings of a resumed run: args.json of `run_dir` (a setting it lacks takes
+    its default), then the flags the user typed (`given`). --steps extends or shortens
+    the run (checked against the checkpoint later); machine flags may change; any other
+    flag must equal the saved value."""
+    saved = read_args(run_dir)
+    unknown = sorted(set(saved) - set(defaults))
+    if unknown:
+        raise RunError(f"{os.path.join(run_dir, 'args.json')}: unknown setting {unknown[0]!r} "
+                       f"(written by another version of grpo_ba.py?)")
+    merged = {**defaults, **saved, "resume": run_dir, "output_dir": run_dir, "sweep": False, "plot_only": ""}
+    for name, value in given.items():
+        flag = _flag(name)
+        if name in NOT_WITH_RESUME:
+            raise RunError(f"{flag} cannot be combined with --resume (a resumed run is one run)")
+        if name == "output_dir":
+            if os.path.abspath(value) != os.path.abspath(run_dir):
+                raise RunError(f"{flag} {value}: a resumed run writes into its own directory {run_dir!r}")
+        elif name in ("steps", *MACHINE_FLAGS):
+            merged[name] = value
+        elif name != "resume" and value != merged[name]:
+            raise RunError(f"{flag} {value} differs from {merged[name]!r} in {os.path.join(run_dir, 'args.json')}; "
+                           f"on resume only --steps and machine flags can change ({', '.join(_flag(n) for n in MACHINE_FLAGS)})")
+    return merged
+
+
+# ------------------------------------------------------------------ checkpoints
+
+CHECKPOINT_KEYS = ("step", "model", "optimizer", "torch_rng", "python_rng")
 
 
 def model_state(policy) -> dict:
@@ -54,35 +204,117 @@ def model_state(policy) -> dict:
 
 
 def save_checkpoint(path, policy, optimizer, step):
-    """Model, optimizer, RNG states and step, written atomically (temp file, then rename)."""
+    """Model (or adapter) and optimizer state dicts, RNG states and the step, as plain
+    data and tensors only; written atomically (temp file, sync, rename)."""
     state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
-             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),   # (int, tuple of ints, None)
              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
     tmp = path + ".tmp"
-    torch.save(state, tmp)
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
-def restore_checkpoint(path, policy, optimizer, metrics_path, device) -> int:
-    """Load a checkpoint into policy and optimizer, drop the metrics lines written after
-    it, and return the first step still to run."""
-    state = torch.load(path, map_location=device, weights_only=False)
-    policy.load_state_dict(state["model"], strict=False)   # names checked by _check_fits; adapters only under LoRA
-    optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["torch_rng"])
-    random.setstate(state["python_rng"])
-    if state.get("cuda_rng") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda_rng"])
+def read_checkpoint(path, device) -> dict:
+    """Load a checkpoint with weights_only=True (no code from the file ever runs) and
+    check that it is one of ours; RunError naming the file otherwise."""
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise RunError(f"no checkpoint to resume from: {path} does not exist") from None
+    except pickle.UnpicklingError as err:
+        if "weights_only" in str(err) or "Weights only" in str(err):
+            raise RunError(f"{path}: refused, it holds objects other than tensors and plain data "
+                           f"(loading it could run code)") from None
+        raise RunError(f"{path}: cannot be read, corrupt or not a checkpoint ({_first_line(err)})") from None
+    except Exception as err:                       # truncated zip, empty file, bad magic number, ...
+        raise RunError(f"{path}: cannot be read, corrupt or truncated ({_first_line(err)})") from None
+    if not isinstance(state, dict) or not all(k in state for k in CHECKPOINT_KEYS):
+        raise RunError(f"{path}: not a grpo_ba checkpoint (expected the entries {', '.join(CHECKPOINT_KEYS)})")
+    if not isinstance(state["step"], int) or state["step"] < 0:
+        raise RunError(f"{path}: not a grpo_ba checkpoint (its step is {state['step']!r})")
+    return state
+
+
+def _first_line(err) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+
+
+def _check_fits(path, state, policy, optimizer):
+    """The checkpoint's tensors have the names and shapes of this policy (whatever its
+    state_dict holds: full weights or LoRA adapters) and of its optimizer's state."""
+    expected = model_state(policy)
+    saved = state["model"]
+    if not isinstance(saved, dict):
+        raise RunError(f"{path}: its 'model' entry is not a state dict")
+    missing, unexpected = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+    if missing or unexpected:
+        name = missing[0] if missing else unexpected[0]
+        raise RunError(f"{path}: does not fit this model: {len(missing)} tensors missing, {len(unexpected)} unexpected "
+                       f"(first: {name}); was it written for another model or adapter?")
+    for name, tensor in expected.items():
+        if not isinstance(saved[name], torch.Tensor) or saved[name].shape != tensor.shape:
+            shape = tuple(saved[name].shape) if isinstance(saved[name], torch.Tensor) else type(saved[name]).__name__
+            raise RunError(f"{path}: does not fit this model: {name} has shape {shape}, the model {tuple(tensor.shape)}")
+    opt = state["optimizer"]
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved_ids = [i for group in opt.get("param_groups", []) for i in group.get("params", [])] if isinstance(opt, dict) else None
+    if saved_ids is None or len(saved_ids) != len(params):
+        raise RunError(f"{path}: its optimizer state is for {len(saved_ids or [])} parameters, this model has {len(params)}")
+    for index, param in zip(saved_ids, params):    # Adam's moments have their parameter's shape
+        for key, value in opt.get("state", {}).get(index, {}).items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
+                raise RunError(f"{path}: its optimizer state '{key}' has shape {tuple(value.shape)} "
+                               f"for a parameter of shape {tuple(param.shape)}")
+
+
+def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=_note) -> int:
+    """Check the checkpoint read by `read_checkpoint` against this policy, optimizer,
+    metrics and the requested number of steps, then load it and drop the metrics lines
+    written after it. Nothing is changed before every check has passed. Returns the
+    first step still to run."""
+    _check_fits(path, state, policy, optimizer)
+    metrics = read_metrics(metrics_path, log)      # a bad middle line stops us here, file untouched
     start = state["step"] + 1
-    kept = [_json_line(m) for m in read_metrics(metrics_path) if m["step"] < start]
-    with open(metrics_path, "w") as f:
-        f.writelines(kept)
+    if steps < start:
+        raise RunError(f"--steps {steps} is not above the last finished step {start - 1} of {os.path.dirname(path) or '.'} "
+                       f"(checkpoint at step {start - 1}); give --steps {start + 1} or more to extend it")
+    kept = [m for m in metrics if m["step"] < start]
+    lost = sorted(set(range(start)) - {m["step"] for m in kept})
+    if lost:
+        log(f"note: {metrics_path} has no line for step(s) {lost[:5]}{'...' if len(lost) > 5 else ''} "
+            f"before the checkpoint of step {start - 1}; continuing without them")
+    try:
+        policy.load_state_dict(state["model"], strict=False)   # names checked by _check_fits; adapters only under LoRA
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"].cpu())
+        random.setstate(state["python_rng"])
+    except (RuntimeError, ValueError, TypeError) as err:
+        raise RunError(f"{path}: cannot be loaded into this run ({_first_line(err)})") from None
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+    tmp = metrics_path + ".tmp"
+    with open(tmp, "w") as f:                      # rewrite atomically: a kill here keeps the old file
+        f.writelines(_json_line(m) for m in kept)
+    os.replace(tmp, metrics_path)
     return start
 
 
-def is_finished(out: str, steps: int) -> bool:
-    """True when `out` already holds `steps` lines of metrics (a sweep skips it)."""
+def is_finished(out: str, steps: int, log=_note) -> bool:
+    """True when `out` already holds `steps` lines of metrics (a sweep skips it). A bad
+    line in the middle is a RunError rather than a silent retrain over the run."""
     try:
-        return len(read_metrics(os.path.join(out, "metrics.jsonl"))) >= steps
-    except (OSError, ValueError):
+        return len(read_metrics(os.path.join(out, "metrics.jsonl"), log)) >= steps
+    except OSError:
         return False
+
+
+def run_label(args: dict) -> str:
+    """What a run is about, for its directory, figure and table row: the toy's regime,
+    or the model's name ("Qwen3-1.7B", "SmolLM2-135M-Instruct.Q4_1" for a .gguf file)."""
+    if not args.get("model"):
+        return args["regime"]
+    name = os.path.basename(os.path.normpath(os.path.expanduser(args["model"])))
+    return name[:-len(".gguf")] if name.lower().endswith(".gguf") else name

@@ -12,6 +12,13 @@ import pytest
 
 
 @pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    """One warm-up cache for the whole session: test files that warm up the toy with the
+    same settings share the policy instead of training it again."""
+    return str(tmp_path_factory.mktemp("warmup_cache"))
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny Qwen3 and a tokenizer with a chat template, saved like a hub checkpoint."""
     from lm_setup import char_tokenizer, tiny_qwen3

@@ -13,11 +13,6 @@ from grpo_ba import Args, grpo_update, main, parse_args, response_mask_from_eos,
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("warmup_cache"))
-
-
 def tiny_args(out, cache_dir, **overrides):
     base = dict(aggregator="balanced", steps=2, group_size=4, prompts_per_step=4, max_new_tokens=28,
                 eval_every=1, eval_prompts=8, warmup_steps=300, output_dir=str(out), cache_dir=cache_dir,

@@ -1,0 +1,314 @@
+"""A run survives what happens to it on disk and on other machines: checkpoints that
+would run code, truncated or foreign files, a torn metrics line, a resume with new
+--steps or changed flags, and the device/threads/autocast choice of the machine."""
+import dataclasses
+import json
+import os
+import random
+import shutil
+import warnings
+
+import pytest
+import torch
+
+import grpo_ba
+import run_io
+from grpo_ba import Args, main, train
+
+QUIET = dict(log=lambda *a: None)
+
+
+def tiny_args(out, cache_dir, **overrides):
+    """The toy at its smallest, with test_training's warm-up (the session shares its cache):
+    enough for mixed rewards, so updates happen and a wrongly restored state shows."""
+    base = dict(aggregator="balanced", steps=2, group_size=4, prompts_per_step=4, max_new_tokens=24,
+                eval_every=1, eval_prompts=4, warmup_steps=300, output_dir=str(out), cache_dir=cache_dir,
+                log_every=1, threads=1)
+    base.update(overrides)
+    return Args(**base)
+
+
+def strip_times(metrics):
+    return [{k: v for k, v in m.items() if k != "step_time"} for m in metrics]
+
+
+def read(out):
+    return run_io.read_metrics(os.path.join(out, "metrics.jsonl"))
+
+
+def one_error_line(capsys, *needles):
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("grpo_ba.py: error:"), err
+    assert all(n in err[0] for n in needles), err[0]
+    return err[0]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, cache_dir):
+    """Metrics of an uninterrupted 4-step run: what every resumed run must reproduce."""
+    out = train(tiny_args(tmp_path_factory.mktemp("full"), cache_dir, steps=4), **QUIET)
+    metrics = strip_times(read(out))
+    assert any(m["pos_share"] is not None for m in metrics)     # mixed rewards: the updates move weights
+    return metrics
+
+
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory, cache_dir):
+    return train(tiny_args(tmp_path_factory.mktemp("two") / "run", cache_dir), **QUIET)
+
+
+@pytest.fixture
+def finished_run(two_step_run, tmp_path):
+    """A copy of a finished 2-step run: args.json, metrics.jsonl, the checkpoint of its last step."""
+    return str(shutil.copytree(two_step_run, tmp_path / "run"))
+
+
+@pytest.fixture
+def fake_run(tmp_path, cache_dir):
+    """A run directory with a real checkpoint of a small model, for refusals that come
+    before any model is built."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "args.json").write_text(json.dumps(dataclasses.asdict(tiny_args(run, cache_dir))))
+    (run / "metrics.jsonl").write_text('{"step": 0}\n')
+    model = torch.nn.Linear(3, 2)
+    run_io.save_checkpoint(str(run / "checkpoint.pt"), model, torch.optim.AdamW(model.parameters()), step=0)
+    return str(run)
+
+
+def snapshot(run_dir):
+    return {name: open(os.path.join(run_dir, name), "rb").read() for name in ("args.json", "metrics.jsonl")}
+
+
+# ------------------------------------------------------------------ checkpoints never run code
+
+class _WouldCreateAFile:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):                          # unpickling calls open(path, "w")
+        return (open, (self.path, "w"))
+
+
+def test_resume_refuses_a_checkpoint_whose_pickle_would_run_code(fake_run, tmp_path, capsys):
+    sentinel = tmp_path / "sentinel"
+    torch.save({"step": 0, "model": _WouldCreateAFile(str(sentinel))}, os.path.join(fake_run, "checkpoint.pt"))
+    before = snapshot(fake_run)
+    assert main(["--resume", fake_run]) == 2
+    one_error_line(capsys, "checkpoint.pt", "refused")
+    assert not sentinel.exists()
+    assert snapshot(fake_run) == before
+
+
+def test_checkpoint_holds_only_what_weights_only_loading_accepts(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.randn(4, 3)).sum().backward()
+    optimizer.step()
+    random.seed(7)
+    expected_next = random.random()
+    random.seed(7)
+    run_io.save_checkpoint(str(tmp_path / "checkpoint.pt"), model, optimizer, step=5)
+    random.seed(0)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)   # raises on anything else
+    assert state["step"] == 5
+    random.setstate(state["python_rng"])
+    assert random.random() == expected_next
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "text", "foreign_state_dict"])
+def test_resume_refuses_a_damaged_or_foreign_checkpoint_and_changes_nothing(damage, fake_run, capsys):
+    path = os.path.join(fake_run, "checkpoint.pt")
+    data = open(path, "rb").read()
+    if damage == "truncated":
+        open(path, "wb").write(data[: len(data) // 2])
+    elif damage == "empty":
+        open(path, "wb").close()
+    elif damage == "text":
+        open(path, "w").write("not a checkpoint\n")
+    else:                                          # a plain model state dict, as other tools write
+        torch.save(torch.load(path, weights_only=True)["model"], path)
+    before = snapshot(fake_run)
+    assert main(["--resume", fake_run, "--steps", "4"]) == 2
+    one_error_line(capsys, path)
+    assert snapshot(fake_run) == before
+
+
+def test_resume_refuses_a_checkpoint_of_a_differently_shaped_model(fake_run, capsys):
+    import lm_setup
+    path = os.path.join(fake_run, "checkpoint.pt")
+    other = lm_setup.tiny_qwen3(lm_setup.char_tokenizer(), hidden=32)     # the toy's warm-up model has 64
+    run_io.save_checkpoint(path, other, torch.optim.AdamW(other.parameters()), step=0)
+    before = snapshot(fake_run)
+    assert main(["--resume", fake_run, "--steps", "4"]) == 2
+    one_error_line(capsys, path, "does not fit this model")
+    assert snapshot(fake_run) == before
+
+
+def test_lora_adapter_checkpoints_are_checked_like_full_weights(tmp_path):
+    """The check compares whatever policy.state_dict() holds, so a PEFT policy's
+    adapters (and their rank) are checked too."""
+    peft = pytest.importorskip("peft")
+    import lm_setup
+
+    def lora_policy(rank):
+        base = lm_setup.tiny_qwen3(lm_setup.char_tokenizer())
+        return peft.get_peft_model(base, peft.LoraConfig(r=rank, target_modules=["q_proj", "v_proj"]))
+    saved = lora_policy(4)
+    path = str(tmp_path / "checkpoint.pt")
+    run_io.save_checkpoint(path, saved, torch.optim.AdamW(saved.parameters()), step=0)
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 0}\n')
+    same, other = lora_policy(4), lora_policy(8)
+    state = run_io.read_checkpoint(path, "cpu")
+    assert run_io.restore_checkpoint(state, path, same, torch.optim.AdamW(same.parameters()), str(metrics), 3) == 1
+    with pytest.raises(run_io.RunError, match="lora_A"):
+        run_io.restore_checkpoint(state, path, other, torch.optim.AdamW(other.parameters()), str(metrics), 3)
+
+
+# ------------------------------------------------------------------ a torn metrics line
+
+def test_a_torn_last_line_is_dropped_with_a_note_naming_the_file(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b'{"step": 0, "r": 1}\n{"step": 1, "r": 2}\n{"step": 2, "r"')
+    notes = []
+    assert [m["step"] for m in run_io.read_metrics(str(path), notes.append)] == [0, 1]
+    assert len(notes) == 1 and str(path) in notes[0]
+
+
+def test_a_corrupt_middle_line_is_an_error_naming_the_file_and_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0}\n{"step": 1, "r": \n{"step": 2}\n')
+    with pytest.raises(run_io.RunError, match=f"{path}: line 2"):
+        run_io.read_metrics(str(path))
+    with pytest.raises(run_io.RunError, match="line 2"):      # the sweep stops rather than retrain over it
+        run_io.is_finished(str(tmp_path), 3)
+
+
+def test_resume_after_a_torn_last_line_equals_the_uninterrupted_run(finished_run, uninterrupted, capsys):
+    with open(os.path.join(finished_run, "metrics.jsonl"), "a") as f:   # killed while appending step 2
+        f.write(json.dumps(uninterrupted[1])[:40])
+    assert main(["--resume", finished_run, "--steps", "4"]) == 0
+    printed = capsys.readouterr()
+    assert "torn last line" in printed.out + printed.err and "metrics.jsonl" in printed.out + printed.err
+    assert strip_times(read(finished_run)) == uninterrupted
+
+
+def _fake_run(run_dir, metrics_text):
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, "args.json"), "w") as f:
+        json.dump(dataclasses.asdict(Args(regime="gap", aggregator="balanced", output_dir=str(run_dir))), f)
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        f.write(metrics_text)
+
+
+def test_plot_only_draws_a_run_with_a_torn_last_line_and_refuses_a_corrupt_middle(tmp_path, capsys):
+    line = lambda step: json.dumps({"step": step, "accuracy": 0.5, "reward_mean": 0.5, "len_pos": 5, "len_neg": 9,
+                                    "pg_loss": 0.01, "pos_share": 0.5})
+    _fake_run(tmp_path / "runs" / "gap-balanced-s0", f"{line(0)}\n{line(1)}\n{line(2)[:30]}")
+    assert main(["--plot-only", str(tmp_path / "runs")]) == 0
+    assert (tmp_path / "runs" / "table.md").exists()
+    _fake_run(tmp_path / "bad" / "gap-balanced-s0", f"{line(0)}\n{line(1)[:30]}\n{line(2)}\n")
+    capsys.readouterr()
+    assert main(["--plot-only", str(tmp_path / "bad")]) == 2
+    one_error_line(capsys, "metrics.jsonl", "line 2")
+
+
+# ------------------------------------------------------------------ resume as users expect
+
+def test_extending_a_finished_run_from_2_to_4_steps_equals_an_uninterrupted_4_step_run(finished_run, uninterrupted):
+    assert main(["--resume", finished_run, "--steps", "4"]) == 0
+    assert strip_times(read(finished_run)) == uninterrupted
+    assert json.load(open(os.path.join(finished_run, "args.json")))["steps"] == 4   # a later --resume continues to 4
+
+
+def test_shortening_an_unfinished_run_stops_at_the_new_step_count(finished_run, uninterrupted):
+    args_path = os.path.join(finished_run, "args.json")
+    saved = json.load(open(args_path))
+    json.dump({**saved, "steps": 10}, open(args_path, "w"))    # as if a 10-step run died after step 1
+    assert main(["--resume", finished_run, "--steps", "3"]) == 0
+    assert strip_times(read(finished_run)) == uninterrupted[:3]
+
+
+def test_steps_not_above_the_last_finished_step_is_refused(finished_run, capsys):
+    before = snapshot(finished_run)
+    assert main(["--resume", finished_run, "--steps", "1"]) == 2
+    one_error_line(capsys, "--steps 1", "last finished step 1")
+    assert snapshot(finished_run) == before
+
+
+@pytest.mark.parametrize("flag, value", [("--lr", "1e-3"), ("--aggregator", "token"), ("--group-size", "8"),
+                                         ("--regime", "variance"), ("--seed", "1")])
+def test_a_changed_flag_on_resume_is_refused_in_one_line_naming_it(flag, value, tmp_path, cache_dir, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "args.json").write_text(json.dumps(dataclasses.asdict(tiny_args(run, cache_dir))))
+    assert main(["--resume", str(run), flag, value]) == 2
+    one_error_line(capsys, flag, "args.json")
+
+
+def test_flags_typed_with_the_saved_value_and_machine_flags_are_accepted(tmp_path):
+    defaults = {f.name: f.default for f in dataclasses.fields(Args)}
+    saved = {**defaults, "aggregator": "token", "lr": 3e-4, "steps": 2, "threads": 1}
+    (tmp_path / "args.json").write_text(json.dumps(saved))
+    argv = ["--resume", str(tmp_path), "--aggregator", "token", "--lr", "0.0003", "--steps", "6",
+            "--threads", "4", "--device", "cpu", "--output-dir", str(tmp_path)]
+    merged = run_io.resumed_args(str(tmp_path), grpo_ba.given_flags(argv), defaults)
+    assert (merged["steps"], merged["threads"], merged["device"], merged["aggregator"]) == (6, 4, "cpu", "token")
+    with pytest.raises(run_io.RunError, match="--output-dir"):
+        run_io.resumed_args(str(tmp_path), grpo_ba.given_flags(["--output-dir", str(tmp_path / "elsewhere")]), defaults)
+    with pytest.raises(run_io.RunError, match="--sweep"):
+        run_io.resumed_args(str(tmp_path), grpo_ba.given_flags(["--sweep"]), defaults)
+
+
+# ------------------------------------------------------------------ device, threads, autocast
+
+@pytest.mark.parametrize("cuda, mps, expected", [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")])
+def test_auto_device_prefers_cuda_then_mps_then_cpu(cuda, mps, expected, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert run_io.pick_device("auto").type == expected
+    assert run_io.pick_device("cpu").type == "cpu"
+
+
+def test_an_unavailable_device_is_a_one_line_error(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert grpo_ba.parse_args(["--device", "mps"]).device == "mps"
+    with pytest.raises(run_io.RunError, match="--device mps"):
+        run_io.pick_device("mps")
+
+
+def test_thread_default_is_the_toy_best_or_every_core_and_an_explicit_value_wins(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert grpo_ba.parse_args([]).threads == 0                  # 0: choose by mode
+    assert run_io.pick_threads(0, real_model=False) == run_io.TOY_THREADS
+    assert run_io.pick_threads(0, real_model=True) == 8
+    assert run_io.pick_threads(3, real_model=True) == 3 and run_io.pick_threads(3, real_model=False) == 3
+
+
+def test_autocast_falls_back_to_float32_with_a_note_where_the_device_lacks_it(monkeypatch):
+    assert run_io.autocast_dtype("cpu", "bfloat16", log=pytest.fail) == "bfloat16"   # this torch's CPU has it
+    real = torch.autocast
+
+    def warns(device_type, dtype=None, **kw):      # what torch does for a dtype the device lacks
+        warnings.warn(f"In {device_type} autocast, but the target dtype is not supported. Disabling autocast.")
+        return real(device_type, dtype=dtype, enabled=False)
+
+    def raises(device_type, dtype=None, **kw):     # what torch does for bf16 on a pre-Ampere GPU
+        raise RuntimeError("Current CUDA Device does not support bfloat16. Please switch dtype to float16.")
+    for fake in (warns, raises):
+        monkeypatch.setattr(torch, "autocast", fake)
+        notes = []
+        assert run_io.autocast_dtype("cpu", "float16", notes.append) == "float32"
+        assert len(notes) == 1 and "float16" in notes[0]
+
+
+# ------------------------------------------------------------------ the summary table
+
+def test_the_table_prints_a_spread_only_with_two_or_more_seeds():
+    import plots
+    run = lambda acc: [{"step": 0, "accuracy": acc, "reward_mean": 0.5, "len_pos": 5.0, "len_neg": 9.0, "pg_loss": 0.01}]
+    one_seed = plots.summary_table({("gap", "balanced"): [run(0.9)]})
+    two_seeds = plots.summary_table({("gap", "balanced"): [run(0.9), run(0.8)]})
+    assert "+-" not in one_seed.splitlines()[-1] and "0.900" in one_seed
+    assert "+-" in two_seeds.splitlines()[-1]
