@@ -605,7 +605,7 @@ def train(args: Args, log=print) -> str:
     saved = run_io.read_checkpoint(ckpt_path, device) if args.resume else None   # a bad file fails before the model loads
     policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row first
     if args.lora_rank:                             # train adapters only, over a frozen base
-        policy = lora.add_adapters(policy, args)
+        policy = lora.add_adapters(policy, args, device.type)
     eval_sets = benchmarks.eval_sets(args, task)                         # and every --eval-dataset row
     out = run_io.prepare_output_dir(args.output_dir)                     # so bad data writes nothing
     policy.to(device)

@@ -21,11 +21,12 @@ from __future__ import annotations
 import torch
 
 import lm_setup
+import run_io
 
 INSTALL_HINT = "pip install -r requirements-trl.txt (tested: peft==0.21.2)"
 
 
-def add_adapters(policy, args):
+def add_adapters(policy, args, device_type: str):
     """The policy with LoRA adapters of rank args.lora_rank on args.lora_target_modules
     (comma-separated names, or 'all-linear': every linear layer but the output head);
     only the adapters train. The adapters' random A is drawn from args.seed, so every rule
@@ -44,7 +45,9 @@ def add_adapters(policy, args):
         policy = get_peft_model(policy, config)
     except ValueError as err:                      # a target module the model does not have
         raise lm_setup.SetupError(f"--lora-target-modules {targets!r}: {str(err).splitlines()[0]}") from None
-    frozen_dtype = lm_setup.DTYPES[args.dtype]     # the compute dtype: autocast casts to it anyway
+    # The frozen base in the dtype autocast really computes in on this device (float32 where
+    # the device lacks --dtype: train() then computes in float32 too).
+    frozen_dtype = lm_setup.DTYPES[run_io.autocast_dtype(device_type, args.dtype, log=lambda line: None)]
     for parameter in policy.parameters():
         if not parameter.requires_grad:
             parameter.data = parameter.data.to(frozen_dtype)

@@ -129,7 +129,7 @@ def test_a_lora_step_changes_only_adapter_weights_and_the_reference_is_the_base(
 
 def test_the_reference_without_adapters_is_the_base_model(tiny_model_dir):
     args = grpo_ba.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
-    policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args)
+    policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
     with torch.no_grad():
         for name, p in policy.named_parameters():
             if "lora_B" in name:
@@ -142,7 +142,7 @@ def test_the_reference_without_adapters_is_the_base_model(tiny_model_dir):
 
 def test_bf16_lora_keeps_float32_adapters_over_a_bf16_frozen_base(tiny_model_dir):
     args = grpo_ba.parse_args(["--aggregator", "balanced", "--lora-rank", "4", "--dtype", "bfloat16"])
-    policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args)
+    policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
     trainable = [p for p in policy.parameters() if p.requires_grad]
     assert trainable and all(p.dtype == torch.float32 for p in trainable)
     assert all(p.dtype == torch.bfloat16 for p in policy.parameters() if not p.requires_grad)
