@@ -386,8 +386,6 @@ def check_args(args: Args):
         raise UsageError("--eval-temperature, --lora-rank and --lora-alpha cannot be negative")
     if args.dataset and not args.model:
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
-    if args.model and args.aggregator == "all" and not args.sweep:
-        raise UsageError("with --model choose one --aggregator (token, sequence or balanced)")
 
 
 # =====================================================================================
@@ -404,10 +402,11 @@ class Rollout:
     truncated: torch.Tensor       # (B,) True where no EOS came before max_new_tokens
 
 
-def response_mask_from_eos(response: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor, torch.Tensor]:
     """Mask every position up to and including the first EOS, whatever token was sampled
-    there (a PAD the policy sampled itself is *in* the loss; choice 4). (B, T) -> (B, T), (B,)"""
-    is_eos = response == eos_id
+    there (a PAD the policy sampled itself is *in* the loss; choice 4). eos_id: one id or a
+    list (every stop id: EOS, end of turn). (B, T) -> (B, T), (B,)"""
+    is_eos = torch.isin(response, torch.as_tensor(eos_id, device=response.device))
     has_eos = is_eos.any(dim=1)
     first_eos = torch.where(has_eos, is_eos.float().argmax(dim=1), torch.full_like(has_eos, response.shape[1], dtype=torch.long))
     positions = torch.arange(response.shape[1], device=response.device)[None, :]
@@ -429,11 +428,12 @@ def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=
                         padding=True, add_special_tokens=False).to(policy.device)
     temperature = args.temperature if temperature is None else temperature
     sampling = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+    stop_ids = lm_setup.stop_token_ids(tokenizer, getattr(policy, "generation_config", None))   # EOS, end of turn
     with autocast(args, policy.device.type):
         sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                    eos_token_id=tokenizer.eos_token_id, **sampling)
+                                    eos_token_id=stop_ids, **sampling)
     response = sequences[:, encoded["input_ids"].shape[1]:]                              # (B, T)
-    mask, truncated = response_mask_from_eos(response, tokenizer.eos_token_id)
+    mask, truncated = response_mask_from_eos(response, stop_ids)
     completions = [f + tokenizer.decode(r[m.bool()], skip_special_tokens=True)
                    for f, r, m in zip(forced_prefixes, response, mask)]
     return Rollout(sequences, torch.cat([encoded["attention_mask"], mask], dim=1), mask, completions, truncated)
@@ -681,11 +681,13 @@ def _fmt(value, digits=1):
 
 
 def run_demo(args: Args, log=print) -> list[str]:
-    """The three rules from the same warmed-up weights and seed, then the figures."""
-    base = args.output_dir or "runs/demo"
+    """The three rules from the same starting weights and seed (the warmed-up toy, or
+    --model as loaded), one run directory each, then the figures and the table."""
+    label = run_io.run_label(dataclasses.asdict(args))                  # the toy's regime, or the model's name
+    base = args.output_dir or ("runs/demo" if not args.model else os.path.join("runs", label))
     dirs = []
     for rule in AGGREGATORS:
-        run_args = dataclasses.replace(args, aggregator=rule, output_dir=os.path.join(base, f"{args.regime}-{rule}-s{args.seed}"))
+        run_args = dataclasses.replace(args, aggregator=rule, output_dir=os.path.join(base, f"{label}-{rule}-s{args.seed}"))
         dirs.append(train(run_args, log))
     import plots
     plots.report(base, args.figures_dir or None, log=log)

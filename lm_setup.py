@@ -149,16 +149,20 @@ def build(args, warmup_steps_by_regime, log=print):
         if not args.dataset:
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
         import real_data                      # every row checked before the model loads
-        check_model_path(args.model)
-        tokenizer = load_tokenizer(args.model)
-        limit, reason = real_data.prompt_token_limit(real_data.model_context(args.model, tokenizer),
+        model_path = args.model
+        if model_path.lower().endswith(".gguf"):   # converted once into a cached model directory
+            import gguf_models
+            model_path = gguf_models.converted_dir(model_path, args.cache_dir, log)
+        check_model_path(model_path)
+        tokenizer = load_tokenizer(model_path)
+        limit, reason = real_data.prompt_token_limit(real_data.model_context(model_path, tokenizer),
                                                      args.max_new_tokens, args.max_prompt_tokens)
         rows, report = real_data.load_rows(args.dataset, args.prompt_column, args.answer_column, args.dataset_split,
                                            tokenizer, limit, args.skip_bad_rows, reason)
         train, heldout = split_heldout(rows, args.eval_prompts)
         report.n_train, report.n_heldout = len(train), len(heldout)
         log(report.summary())
-        policy = load_model(args.model, args.attn_implementation)
+        policy = load_model(model_path, args.attn_implementation)
         task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "", report)
     else:
         world = ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac)
@@ -238,3 +242,33 @@ def format_prompt(tokenizer, prompt) -> str:
     if isinstance(prompt, list):
         return "\n".join(m["content"] for m in prompt)
     return str(prompt)
+
+
+def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
+    """Every id that ends a response, the tokenizer's EOS first: the model's generation
+    config EOS ids (Qwen3 lists two) and the token the chat template closes a turn with
+    (ChatML's <|im_end|>, Llama 3's <|eot_id|>), so that a base model prompted through a
+    chat template (Qwen2.5-Math-7B, whose EOS is <|endoftext|>) stops at its turn's end."""
+    ids = [tokenizer.eos_token_id]
+    configured = getattr(generation_config, "eos_token_id", None)
+    ids += configured if isinstance(configured, (list, tuple)) else [configured]
+    ids += end_of_turn_ids(tokenizer)
+    return list(dict.fromkeys(i for i in ids if i is not None))
+
+
+def end_of_turn_ids(tokenizer) -> list[int]:
+    """[id] of the special token right after an assistant message in the chat template,
+    found by rendering one exchange; [] without a template or special token there."""
+    if not getattr(tokenizer, "chat_template", None):
+        return []
+    marker = "END_OF_TURN_PROBE"
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "q"}, {"role": "assistant", "content": marker}],
+                                             tokenize=False)
+    except Exception:                         # a template that refuses this exchange: no extra stop id
+        return []
+    if marker not in text:
+        return []
+    first = tokenizer.encode(text.split(marker, 1)[1], add_special_tokens=False)[:1]
+    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+    return [i for i in first if i in special]

@@ -134,7 +134,7 @@ def load_seed_runs(runs_dir: str) -> dict:
             args = json.load(f)
         metrics = run_io.read_metrics(os.path.join(os.path.dirname(args_path), "metrics.jsonl"))
         if metrics:
-            runs.setdefault((args.get("regime"), args["aggregator"]), {})[args["seed"]] = metrics
+            runs.setdefault((run_io.run_label(args), args["aggregator"]), {})[args["seed"]] = metrics   # regime or model
     return runs
 
 

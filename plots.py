@@ -129,7 +129,7 @@ def load_runs(runs_dir):
             args = json.load(f)
         metrics = run_io.read_metrics(os.path.join(run_dir, "metrics.jsonl"))   # drops a torn last line, with a note
         if metrics:
-            runs.setdefault((args["regime"], args["aggregator"]), []).append(metrics)
+            runs.setdefault((run_io.run_label(args), args["aggregator"]), []).append(metrics)   # regime or model
     return runs
 
 
@@ -165,7 +165,8 @@ def plot_training(seed_runs_by_rule, regime, path):
                             color=COLORS.get(rule), alpha=0.2, lw=0)
         ax.set(title=title, xlabel="step")
     axes.flat[0].legend(fontsize=8)
-    fig.suptitle(f"GRPO on the toy, regime '{regime}' (mean +- std over seeds)")
+    subject = f"the toy, regime '{regime}'" if regime in ("gap", "variance") else regime   # or a model's name
+    fig.suptitle(f"GRPO on {subject} (mean +- std over seeds)")
     return _save(fig, path)
 
 
