@@ -107,7 +107,7 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
 def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> str:
     """Where a warm-up with these settings lives; the settings' hash names it."""
     corpus = {k: v for k, v in vars(world).items() if k != "force_frac"}   # RL-only setting
-    key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "version": 6}, sort_keys=True)
+    key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "version": 7}, sort_keys=True)
     return os.path.join(os.path.expanduser(cache_dir), "warmup-" + hashlib.sha1(key.encode()).hexdigest()[:12])
 
 
