@@ -279,7 +279,7 @@ class Args:
     # ---- the toy model
     warmup_steps: int = _arg(0, "toy: supervised warm-up steps, cached by settings (0: 600 for regime gap, 1000 for variance)", section="the toy model")
     warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule and RL seed")
-    cache_dir: str = _arg("~/.cache/grpo_ba", "toy: where warmed-up policies are cached")
+    cache_dir: str = _arg("~/.cache/grpo_ba", "where warmed-up toy policies and converted .gguf models are cached")
     threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 1; with --model every available core)")
     # ---- sweep and plots (plots.py)
     sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (plots.py)")
@@ -287,7 +287,7 @@ class Args:
     plot_only: str = _arg("", "redraw the figures and the table from the metrics under this directory")
     figures_dir: str = _arg("", "where figures and table.md go (default: the runs directory)")
     # ---- scale-up (one GPU)
-    model: str = _arg("", "Hugging Face causal LM (hub id or local dir); empty: the toy model", section="scale-up (one GPU)")
+    model: str = _arg("", "Hugging Face causal LM (hub id or local dir) or a .gguf file (converted once into --cache-dir); empty: the toy model", section="scale-up (one GPU)")
     dataset: str = _arg("", "hub id or local .json/.jsonl/.parquet with prompts and answers (with --model)")
     dataset_split: str = _arg("train", "split of a hub dataset")
     prompt_column: str = _arg("prompt", "column with the prompt (a string or chat messages); dots reach inside")
