@@ -216,3 +216,5 @@ def test_sweep_covers_both_regimes_and_skips_finished_runs(tmp_path, cache_dir):
     assert main(argv) == 0                                       # second call: nothing retrained
     assert (tmp_path / "gap-token-s0" / "metrics.jsonl").stat().st_mtime_ns == stamp
     assert "| variance | balanced | 1 |" in (tmp_path / "table.md").read_text()
+    paired = (tmp_path / "paired_differences.md").read_text()       # one seed: differences, no intervals
+    assert "1 seeds" in paired and "| variance | balanced - token |" in paired and "no interval" in paired
