@@ -87,8 +87,9 @@ def converted_dir(path: str, cache_dir: str, log=print) -> str:
         with _parse_once():
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
             model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    except (OSError, ValueError, KeyError) as err:   # unsupported architecture, truncated file ...
-        raise SetupError(f"cannot read GGUF model {path!r}: {str(err).splitlines()[0]}") from None
+    except Exception as err:   # gguf and transformers raise many kinds: truncated file, unknown architecture ...
+        detail = (str(err).splitlines() or [""])[0]
+        raise SetupError(f"cannot read GGUF model {path!r}: {type(err).__name__}: {detail}") from None
     # The weights are plain float32 now; drop the GGUF "quantizer" so they save and reload as such.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

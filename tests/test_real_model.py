@@ -177,6 +177,17 @@ def test_gguf_without_the_gguf_package_is_one_line_error(tmp_path, monkeypatch, 
     assert code == 2 and len(err.splitlines()) == 1 and "pip install 'gguf" in err
 
 
+@pytest.mark.skipif(not HAS_GGUF, reason="needs gguf (requirements-dev.txt)")
+def test_corrupt_gguf_file_is_one_line_error(tmp_path, capsys):
+    fake = tmp_path / "broken.gguf"
+    fake.write_bytes(b"GGUF not really")
+    code = main(["--model", str(fake), "--dataset", additions_jsonl(tmp_path / "d.jsonl"), "--aggregator", "token",
+                 "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "cannot read GGUF model" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_gguf_file_is_one_line_error(tmp_path, capsys):
     code = main(["--model", str(tmp_path / "nope.gguf"), "--dataset", additions_jsonl(tmp_path / "d.jsonl"),
                  "--aggregator", "token", "--cache-dir", str(tmp_path / "cache")])
