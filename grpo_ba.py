@@ -280,7 +280,7 @@ class Args:
     warmup_steps: int = _arg(0, "toy: supervised warm-up steps, cached by settings (0: 600 for regime gap, 1000 for variance)", section="the toy model")
     warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule and RL seed")
     cache_dir: str = _arg("~/.cache/grpo_ba", "where warmed-up toy policies and converted .gguf models are cached")
-    threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 1; with --model every available core)")
+    threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 2; with --model every available core)")
     # ---- sweep and plots (plots.py)
     sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (plots.py)")
     seeds: int = _arg(5, "seeds per (regime, rule) in --sweep; rules are compared paired by seed (paired_stats.py)")
