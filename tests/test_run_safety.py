@@ -14,18 +14,15 @@ import torch
 import grpo_ba
 import run_io
 from grpo_ba import Args, main, train
+from test_training import tiny_args as training_tiny_args
 
 QUIET = dict(log=lambda *a: None)
 
 
 def tiny_args(out, cache_dir, **overrides):
-    """The toy at its smallest, with test_training's warm-up (the session shares its cache):
+    """test_training's smallest toy run (the session shares its warm-up cache), shorter:
     enough for mixed rewards, so updates happen and a wrongly restored state shows."""
-    base = dict(aggregator="balanced", steps=2, group_size=4, prompts_per_step=4, max_new_tokens=24,
-                eval_every=1, eval_prompts=4, warmup_steps=300, output_dir=str(out), cache_dir=cache_dir,
-                log_every=1, threads=1)
-    base.update(overrides)
-    return Args(**base)
+    return training_tiny_args(out, cache_dir, **{"max_new_tokens": 24, "eval_prompts": 4, **overrides})
 
 
 def strip_times(metrics):
