@@ -26,7 +26,7 @@ import textwrap
 
 import torch
 
-from grpo_ba import AGGREGATORS, UsageError, clipped_token_loss, group_advantages, mask_from_lengths, sign_weights
+from grpo_ba import AGGREGATORS, UsageError, clipped_token_loss, group_advantages, mask_from_lengths, positive_share
 
 
 class RolloutsError(UsageError):
@@ -36,13 +36,6 @@ class RolloutsError(UsageError):
 # =====================================================================================
 # The numbers: shares of gradient weight, the token loss at ratio 1, the regime
 # =====================================================================================
-
-
-def positive_share(w_pos: torch.Tensor, w_neg: torch.Tensor) -> float:
-    """|w_pos| / (|w_pos| + |w_neg|): the share of a rule's gradient weight on positive
-    responses (README, Metrics: `pos_share`); NaN when no response has an advantage."""
-    total = (w_pos.abs() + w_neg.abs()).item()
-    return w_pos.abs().item() / total if total > 0 else float("nan")
 
 
 def bias_metrics(advantages: torch.Tensor, lengths: torch.Tensor, group_size: int) -> dict[str, float]:
@@ -57,8 +50,8 @@ def bias_metrics(advantages: torch.Tensor, lengths: torch.Tensor, group_size: in
     mask = mask_from_lengths(lengths.detach().float().cpu())                        # (B, T)
     out = {}
     for rule in AGGREGATORS:
-        w_pos, w_neg = sign_weights(mask, advantages, group_size, rule)
-        out[f"pos_share_{rule}"] = positive_share(w_pos, w_neg)
+        share = positive_share(mask, advantages, group_size, rule)
+        out[f"pos_share_{rule}"] = float("nan") if share is None else share
     out["token_loss_at_ratio_one"] = loss_at_ratio_one(advantages, mask, group_size, "token")
     return out
 

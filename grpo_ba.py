@@ -226,6 +226,16 @@ def sign_weights(mask, advantages, group_size, aggregator):
     return per_response[advantages > 0].sum(), per_response[advantages < 0].sum()
 
 
+def positive_share(mask, advantages, group_size, aggregator) -> float | None:
+    """|w_pos| / (|w_pos| + |w_neg|) from sign_weights: the share of the rule's gradient
+    weight on the positive responses (docs/method.md §3). 1/2 for sequence and balanced
+    with binary rewards; Lbar+ / (Lbar+ + Lbar-) for token. None when no response has an
+    advantage (every group tied)."""
+    w_pos, w_neg = sign_weights(mask, advantages, group_size, aggregator)
+    total = (w_pos.abs() + w_neg.abs()).item()
+    return w_pos.abs().item() / total if total > 0 else None
+
+
 # =====================================================================================
 # 4. Arguments: one dataclass, every field's help becomes --help
 # =====================================================================================
@@ -537,9 +547,7 @@ def step_diagnostics(rewards, mask, args) -> dict:
            "len_pos": lengths[pos].mean().item() if pos.any() else None,
            "len_neg": lengths[neg].mean().item() if neg.any() else None}
     for rule in AGGREGATORS:
-        w_pos, w_neg = sign_weights(mask.float(), advantages, args.group_size, rule)
-        total = w_pos.abs() + w_neg.abs()
-        out[f"pos_share_{rule}"] = (w_pos.abs() / total).item() if total > 0 else None
+        out[f"pos_share_{rule}"] = positive_share(mask.float(), advantages, args.group_size, rule)
     out["pos_share"] = out.get(f"pos_share_{args.aggregator}")
     return out
 

@@ -15,6 +15,7 @@ import math
 import os
 import random
 import time
+import weakref
 from dataclasses import dataclass
 
 import datasets
@@ -256,9 +257,21 @@ def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
     return list(dict.fromkeys(i for i in ids if i is not None))
 
 
+_END_OF_TURN = weakref.WeakKeyDictionary()    # tokenizer -> (its template, end-of-turn ids): not rendered per rollout
+
+
 def end_of_turn_ids(tokenizer) -> list[int]:
     """[id] of the special token right after an assistant message in the chat template,
-    found by rendering one exchange; [] without a template or special token there."""
+    found by rendering one exchange (once per tokenizer and template); [] without a
+    template or special token there."""
+    template = getattr(tokenizer, "chat_template", None)
+    cached = _END_OF_TURN.get(tokenizer)
+    if cached is None or cached[0] != template:
+        cached = _END_OF_TURN[tokenizer] = (template, _render_end_of_turn_ids(tokenizer))
+    return cached[1]
+
+
+def _render_end_of_turn_ids(tokenizer) -> list[int]:
     if not getattr(tokenizer, "chat_template", None):
         return []
     marker = "END_OF_TURN_PROBE"

@@ -25,7 +25,7 @@ import paired_stats  # noqa: E402
 import run_io  # noqa: E402
 
 from grpo_ba import (AGGREGATORS, clipped_token_loss, group_advantages, mask_from_lengths,  # noqa: E402
-                     sign_weights, token_weights)
+                     positive_share, token_weights)
 
 COLORS = {"token": "tab:red", "sequence": "tab:blue", "balanced": "tab:green"}
 G, K = 8, 4                       # analytic group: G responses, K of them right
@@ -45,8 +45,7 @@ def positive_share_curve(ratios, rule, len_neg=10):
     shares = []
     for ratio in ratios:
         mask, adv = _group(max(1, round(ratio * len_neg)), len_neg)
-        w_pos, w_neg = sign_weights(mask, adv, G, rule)
-        shares.append((w_pos.abs() / (w_pos.abs() + w_neg.abs())).item())
+        shares.append(positive_share(mask, adv, G, rule))
     return shares
 
 
