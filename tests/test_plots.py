@@ -83,8 +83,10 @@ def test_plot_only_redraws_from_saved_metrics_without_training(tmp_path):
     assert (tmp_path / "training_variance.png").exists() and (tmp_path / "table.md").exists()
 
 
-def test_gpu_check_script_runs_its_code_path_on_cpu():
-    result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_check.py"), "--tiny", "--steps", "1"],
-                            capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("extra", [[], ["--shape", "qwen2.5-math-7b", "--random-responses"]])
+def test_gpu_check_script_runs_its_code_path_on_cpu(extra):
+    result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_check.py"), "--tiny", "--steps", "1",
+                             *extra], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "generated tokens/s" in result.stdout and "skipped 0" in result.stdout
+    assert ("trainable LoRA parameters" in result.stdout) == bool(extra)
