@@ -6,7 +6,8 @@ stated in docs/method.md; docstrings cite its sections ("docs/method.md §2").
 
     python grpo_ba.py                                  # demo: warm-up, then token / sequence / balanced
     python grpo_ba.py --aggregator balanced --regime variance --steps 200
-    python grpo_ba.py --sweep                          # 2 regimes x 3 rules x 3 seeds, figures + table
+    python grpo_ba.py --sweep                          # 2 regimes x 3 rules x 5 seeds, figures + table
+    python grpo_ba.py --regime-map --seeds 3           # which rule wins where on the (gap, spread) plane
     python grpo_ba.py --plot-only runs/sweep           # redraw figures from saved metrics
     python grpo_ba.py --preset qwen3-1.7b --model Qwen/Qwen3-1.7B --dataset data.jsonl   # one GPU
 
@@ -254,6 +255,7 @@ class Args:
     regime: str = _arg("gap", "toy regime: 'gap' (right and wrong answers differ in length) or 'variance' (lengths spread, no gap)")
     gap_sign: str = _arg("wrong-long", "toy gap direction: 'wrong-long' (forced slips, then rambling) or 'right-long' (forced re-checks)")
     gap_size: int = _arg(18, "toy: mean ramble length in tokens, i.e. the size of the length gap")
+    spread_size: int = _arg(0, "toy, regime gap: half of all responses, right or wrong, ramble this many more tokens (the length spread; 0: none)")
     force_frac: float = _arg(0.3, "toy: fraction of RL responses whose start the environment forces (regime gap)")
     steps: int = _arg(100, "GRPO steps")
     seed: int = _arg(0, "seed of the RL run (sampling, prompt order); the warm-up has its own seed")
@@ -294,7 +296,12 @@ class Args:
     # ---- sweep and plots (plots.py)
     sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (plots.py)")
     seeds: int = _arg(5, "seeds per (regime, rule) in --sweep; rules are compared paired by seed (paired_stats.py)")
-    plot_only: str = _arg("", "redraw the figures and the table from the metrics under this directory")
+    regime_map: bool = _arg(False, "map which rule wins where: --map-gap-sizes x --map-spread-sizes toy cells x three rules x --seeds seeds, "
+                                   "then regime_map.png and regime_map.md (regime_map.py); run it again to go on after a stop")
+    map_gap_sizes: tuple = _arg(("0", "9", "18"), "--regime-map: the cells' --gap-size values (0: no gap)")
+    map_spread_sizes: tuple = _arg(("0", "8", "16"), "--regime-map: the cells' --spread-size values (0: no extra spread)")
+    workers: int = _arg(0, "--regime-map: runs trained at a time, one thread each (0: one per CPU core)")
+    plot_only: str = _arg("", "redraw the figures and the table (or a regime map) from the metrics under this directory")
     figures_dir: str = _arg("", "where figures and table.md go (default: the runs directory)")
     # ---- scale-up (one GPU)
     model: str = _arg("", "Hugging Face causal LM (hub id or local dir) or a .gguf file (converted once into --cache-dir); empty: the toy model", section="scale-up (one GPU)")
@@ -384,6 +391,10 @@ def check_args(args: Args):
     """Refuse, with one clear line, what would fail later or silently do the wrong thing."""
     if args.group_size < 2:
         raise UsageError(f"--group-size must be at least 2 (got {args.group_size}): a group of one has no relative advantage")
+    if args.regime_map and args.model:
+        raise UsageError("--regime-map maps the toy's knobs; it cannot run with --model")
+    if args.workers < 0:
+        raise UsageError("--workers must be at least 1, or 0 for one per CPU core")
     for name in ("steps", "prompts_per_step", "inner_updates", "max_new_tokens", "eval_prompts", "eval_samples", "seeds"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -732,8 +743,15 @@ def main(argv=None) -> int:
             check_args(args)
             train(args)
         elif args.plot_only:
-            import plots
-            plots.report(args.plot_only, args.figures_dir or None)
+            import regime_map
+            if os.path.exists(os.path.join(args.plot_only, regime_map.INDEX_FILE)):
+                regime_map.report(args.plot_only, args.figures_dir or None)
+            else:
+                import plots
+                plots.report(args.plot_only, args.figures_dir or None)
+        elif args.regime_map:
+            import regime_map
+            regime_map.run_map(args)
         elif args.sweep:
             run_sweep(args)
         elif args.aggregator == "all":

@@ -104,3 +104,25 @@ def test_corpus_slips_by_habit_on_c_greater_than_d_with_the_same_arithmetic():
         other = sum(slipped[False]) / len(slipped[False])
         assert habit == pytest.approx(world.habit_slip, abs=0.04) and other == pytest.approx(world.plain_slip, abs=0.03)
         assert 0.40 < len(slipped[True]) / len(pairs) < 0.48          # c > d on 36 of 81 (c, d) pairs
+
+
+def test_spread_size_makes_half_of_all_answers_ramble_right_or_wrong():
+    train, _ = make_problems()
+    answers = dict(zip(train["prompt"], train["answer"]))
+    pairs = warmup_corpus(ToyWorld("gap", gap_size=0, spread_size=16, corpus_error=0.0), train["prompt"], 4000, seed=0)
+    right = [("~" in r) for p, r in pairs if verify(r, answers[p]) == 1.0]
+    wrong = [("~" in r) for p, r in pairs if verify(r, answers[p]) == 0.0]
+    assert sum(right) / len(right) == pytest.approx(0.5, abs=0.04)      # spread without a gap
+    assert sum(wrong) / len(wrong) == pytest.approx(0.5, abs=0.05)
+    no_knobs = warmup_corpus(ToyWorld("gap", gap_size=0, corpus_error=0.0), train["prompt"], 1000, seed=0)
+    assert not any("~" in r for _, r in no_knobs)                         # gap 0, spread 0: nobody rambles
+    both = warmup_corpus(ToyWorld("gap", gap_size=18, spread_size=16, corpus_error=0.0), train["prompt"], 4000, seed=0)
+    wrong_tildes = [r.count("~") for p, r in both if verify(r, answers[p]) == 0.0]
+    assert min(wrong_tildes) >= 18 - 4 and max(wrong_tildes) <= 18 + 4    # a slip rambles the longer of the two
+
+
+def test_spread_size_belongs_to_regime_gap():
+    with pytest.raises(ValueError, match="spread_size"):
+        ToyWorld("variance", spread_size=8)
+    with pytest.raises(ValueError, match="negative"):
+        ToyWorld("gap", spread_size=-1)

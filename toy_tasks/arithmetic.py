@@ -36,6 +36,11 @@ Two things make the toy teach:
    - regime `variance`: nothing is forced; half the corpus rambles after the first
      sum, slip or not, so lengths spread widely while right and wrong answers have
      about the same mean length.
+   - regime `gap` with `spread_size` > 0 (the regime map's cells): both at once. A
+     slip rambles `gap_size` tokens, and half of all responses, right or wrong,
+     ramble `spread_size` tokens (a slip that draws both rambles the longer of the
+     two: a 40-token ramble was not learned in 1000 warm-up steps); `gap_size` 0 is
+     no gap at all, `spread_size` 0 no extra spread.
 
    Why force instead of letting the model choose? A long style the policy picks
    itself is unlearned within 10-30 RL steps under every rule (that is what item 1
@@ -43,6 +48,7 @@ Two things make the toy teach:
    forced slip is a mistake the policy cannot avoid, only react to.
 
 `gap_size` is the mean ramble length in the corpus: the size of the gap.
+`spread_size` is the mean length of the ramble that half of all answers carry.
 """
 from __future__ import annotations
 
@@ -92,6 +98,7 @@ class ToyWorld:
     corpus_error: float = 0.1   # corpus rate of a wrong last sum in the plain style
     habit_slip: float = 0.7     # corpus slip rate on problems with c > d
     plain_slip: float = 0.1     # corpus slip rate on the others
+    spread_size: int = 0        # regime gap: half of all responses ramble this much more, right or wrong
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -100,6 +107,10 @@ class ToyWorld:
             raise ValueError(f"unknown gap sign {self.gap_sign!r}; choose from {GAP_SIGNS}")
         if not 0.0 <= self.force_frac <= 1.0:
             raise ValueError("force_frac must lie in [0, 1]")
+        if self.gap_size < 0 or self.spread_size < 0:
+            raise ValueError("gap_size and spread_size cannot be negative")
+        if self.spread_size and self.regime != "gap":
+            raise ValueError("spread_size is a knob of regime gap (regime variance's spread is gap_size)")
 
     # ---- the supervised warm-up corpus
     def slip_rate(self, prompt: str) -> float:
@@ -122,8 +133,11 @@ class ToyWorld:
             first, last = a, a + d                                      # repeat a, forget c: wrong
         if self.regime == "variance":                                   # ramble half the time, slip or not
             return f"{first} {_ramble(rng, self.gap_size)} {last}" if rng.random() < 0.5 else f"{first} {last}"
-        if slip and self.gap_sign == "wrong-long":
-            return f"{first} {_ramble(rng, self.gap_size)} {last}"      # a slip rambles: wrong and long
+        ramble = self.gap_size if slip and self.gap_sign == "wrong-long" else 0   # a slip rambles: wrong and long
+        if self.spread_size and rng.random() < 0.5:                     # spread: half ramble, right or wrong
+            ramble = max(ramble, self.spread_size)                      # (a longer ramble, 40+, is not learned)
+        if ramble:
+            return f"{first} {_ramble(rng, ramble)} {last}"
         if self.gap_sign == "right-long" and rng.random() < 0.05:       # rare: the model should not pick it itself
             return f"{a + c} {a + c + d}?{_ramble(rng, self.gap_size)}"  # right answer, then a long re-check
         return f"{first} {last}"
