@@ -15,10 +15,7 @@ is a tie at this number of seeds. With one seed there is no interval.
 from __future__ import annotations
 
 import functools
-import glob
-import json
 import math
-import os
 
 import run_io
 
@@ -129,12 +126,8 @@ METRICS = [("last_acc", "last held-out acc", lambda m: evaluations(m)[1][-1] if 
 def load_seed_runs(runs_dir: str) -> dict:
     """{(regime, rule): {seed: metrics}} from every run under runs_dir."""
     runs = {}
-    for args_path in sorted(glob.glob(os.path.join(runs_dir, "**", "args.json"), recursive=True)):
-        with open(args_path) as f:
-            args = json.load(f)
-        metrics = run_io.read_metrics(os.path.join(os.path.dirname(args_path), "metrics.jsonl"))
-        if metrics:
-            runs.setdefault((run_io.run_label(args), args["aggregator"]), {})[args["seed"]] = metrics   # regime or model
+    for args, metrics in run_io.saved_runs(runs_dir):
+        runs.setdefault((run_io.run_label(args), args["aggregator"]), {})[args["seed"]] = metrics   # regime or model
     return runs
 
 

@@ -10,8 +10,6 @@ summary table read the `metrics.jsonl` files that grpo_ba.py writes.
 from __future__ import annotations
 
 import argparse
-import glob
-import json
 import math
 import os
 
@@ -122,13 +120,8 @@ def analytic_figures(out_dir):
 def load_runs(runs_dir):
     """{(regime, rule): [metrics of each seed]} from every run under runs_dir."""
     runs = {}
-    for args_path in sorted(glob.glob(os.path.join(runs_dir, "**", "args.json"), recursive=True)):
-        run_dir = os.path.dirname(args_path)
-        with open(args_path) as f:
-            args = json.load(f)
-        metrics = run_io.read_metrics(os.path.join(run_dir, "metrics.jsonl"))   # drops a torn last line, with a note
-        if metrics:
-            runs.setdefault((run_io.run_label(args), args["aggregator"]), []).append(metrics)   # regime or model
+    for args, metrics in run_io.saved_runs(runs_dir):    # a torn last line is dropped, with a note
+        runs.setdefault((run_io.run_label(args), args["aggregator"]), []).append(metrics)   # regime or model
     return runs
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import glob
 import json
 import math
 import multiprocessing
@@ -126,13 +125,9 @@ def cell_summary(runs_by_rule: dict) -> dict:
 def load_cells(runs_dir: str) -> dict:
     """{Cell: {rule: {seed: metrics}}} from every run under runs_dir."""
     cells = {}
-    for args_path in sorted(glob.glob(os.path.join(runs_dir, "**", "args.json"), recursive=True)):
-        with open(args_path) as f:
-            args = json.load(f)
-        metrics = run_io.read_metrics(os.path.join(os.path.dirname(args_path), "metrics.jsonl"))
-        if metrics:
-            cell = Cell(args["gap_size"], args.get("spread_size", 0))
-            cells.setdefault(cell, {}).setdefault(args["aggregator"], {})[args["seed"]] = metrics
+    for args, metrics in run_io.saved_runs(runs_dir):
+        cell = Cell(args["gap_size"], args.get("spread_size", 0))
+        cells.setdefault(cell, {}).setdefault(args["aggregator"], {})[args["seed"]] = metrics
     return cells
 
 

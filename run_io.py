@@ -15,6 +15,7 @@ Every problem is a `RunError`: one line naming the file, exit code 2 in grpo_ba.
 """
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -309,6 +310,16 @@ def is_finished(out: str, steps: int, log=_note) -> bool:
         return len(read_metrics(os.path.join(out, "metrics.jsonl"), log)) >= steps
     except OSError:
         return False
+
+
+def saved_runs(runs_dir: str):
+    """(args.json as a dict, metrics) of every run under runs_dir that has logged a step."""
+    for args_path in sorted(glob.glob(os.path.join(runs_dir, "**", "args.json"), recursive=True)):
+        with open(args_path) as f:
+            args = json.load(f)
+        metrics = read_metrics(os.path.join(os.path.dirname(args_path), "metrics.jsonl"))
+        if metrics:
+            yield args, metrics
 
 
 def run_label(args: dict) -> str:
