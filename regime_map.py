@@ -169,10 +169,11 @@ def plot_map(summaries: dict, path: str) -> str:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     cells = sorted(summaries, key=lambda c: (c.gap_size, c.spread_size))
     xy = {c: (summaries[c]["step0_wrong_over_right"], summaries[c]["step0_std_over_mean"]) for c in cells}
-    fig, axes = plt.subplots(len(MAP_METRICS), len(paired_stats.PAIRS), figsize=(15, 4.6 * len(MAP_METRICS)),
+    fig, axes = plt.subplots(len(MAP_METRICS), len(paired_stats.PAIRS), figsize=(18, 5.6 * len(MAP_METRICS)),
                              squeeze=False)
     for row, (key, label, _) in enumerate(MAP_METRICS):
         values = [summaries[c]["pairs"][p][key]["mean"] for c in cells for p in summaries[c]["pairs"]]
@@ -187,15 +188,18 @@ def plot_map(summaries: dict, path: str) -> str:
             shown = [c for c in cells if pair in summaries[c]["pairs"]]
             diffs = [summaries[c]["pairs"][pair][key] for c in shown]
             points = ax.scatter([xy[c][0] for c in shown], [xy[c][1] for c in shown], c=[d["mean"] for d in diffs],
-                                cmap="RdBu", vmin=-scale, vmax=scale, marker="s", s=900, edgecolors="0.3", zorder=2)
+                                cmap="RdBu", vmin=-scale, vmax=scale, marker="s", s=560, edgecolors="0.3", zorder=2)
             for c, d in zip(shown, diffs):
                 ax.annotate(f"{WINNER_LABEL[d['winner']]}\n{d['mean']:+.3f}", xy[c], ha="center", va="center",
-                            fontsize=7, zorder=3, color="white" if abs(d["mean"]) > 0.6 * scale else "black",
+                            fontsize=5.5, zorder=3, color="white" if abs(d["mean"]) > 0.6 * scale else "black",
                             fontweight="bold" if d["winner"] not in ("tie", "n/a") else "normal")
-                ax.annotate(f"g{c.gap_size} s{c.spread_size}", xy[c], xytext=(0, -21), textcoords="offset points",
-                            ha="center", va="top", fontsize=6, color="0.45", zorder=3)   # the knobs, as in the table
-            ax.set(title=f"{pair}: {label}", xlabel="step-0 wrong/right mean length (gap)",
-                   ylabel="step-0 std/mean of lengths (spread)")
+                ax.annotate(f"g{c.gap_size} s{c.spread_size}", xy[c], xytext=(15, 0), textcoords="offset points",
+                            ha="left", va="center", fontsize=6, color="0.45", zorder=3)   # the knobs, as in the table
+            ax.set(title=f"{pair}: {label}", xlabel="step-0 wrong/right mean length (gap, log scale)",
+                   ylabel="step-0 std/mean of lengths (spread)", xscale="log")
+            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_xticks([t for t in (0.8, 1, 1.25, 1.5, 2, 2.5, 3, 4) if t])
             ax.margins(0.15)
             fig.colorbar(points, ax=ax, label=f"{rule_a} - {rule_b} (blue: {rule_a} higher)")
     seeds = sorted({summaries[c]["seeds"] for c in cells})
