@@ -171,8 +171,9 @@ def plot_map(summaries: dict, path: str) -> str:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    cells = sorted(summaries, key=lambda c: (c.gap_size, c.spread_size))
-    xy = {c: (summaries[c]["step0_wrong_over_right"], summaries[c]["step0_std_over_mean"]) for c in cells}
+    xy = {c: (s["step0_wrong_over_right"], s["step0_std_over_mean"]) for c, s in summaries.items()}
+    cells = sorted((c for c in summaries if all(math.isfinite(v) and v > 0 for v in xy[c])),
+                   key=lambda c: (c.gap_size, c.spread_size))   # a cell without right (or wrong) answers at step 0 has no x
     fig, axes = plt.subplots(len(MAP_METRICS), len(paired_stats.PAIRS), figsize=(18, 5.6 * len(MAP_METRICS)),
                              squeeze=False)
     for row, (key, label, _) in enumerate(MAP_METRICS):
@@ -196,15 +197,20 @@ def plot_map(summaries: dict, path: str) -> str:
                 ax.annotate(f"g{c.gap_size} s{c.spread_size}", xy[c], xytext=(15, 0), textcoords="offset points",
                             ha="left", va="center", fontsize=6, color="0.45", zorder=3)   # the knobs, as in the table
             ax.set(title=f"{pair}: {label}", xlabel="step-0 wrong/right mean length (gap, log scale)",
-                   ylabel="step-0 std/mean of lengths (spread)", xscale="log")
-            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-            ax.set_xticks([t for t in (0.8, 1, 1.25, 1.5, 2, 2.5, 3, 4) if t])
+                   ylabel="step-0 std/mean of lengths (spread)")
+            if shown:
+                ax.set_xscale("log")
+                ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+                ax.set_xticks([0.8, 1, 1.25, 1.5, 2, 2.5, 3, 4])
             ax.margins(0.15)
             fig.colorbar(points, ax=ax, label=f"{rule_a} - {rule_b} (blue: {rule_a} higher)")
-    seeds = sorted({summaries[c]["seeds"] for c in cells})
+    seeds = sorted({s["seeds"] for s in summaries.values()})
+    missing = len(summaries) - len(cells)
     fig.suptitle(f"Which rule wins where (toy, {'/'.join(map(str, seeds))} paired seeds per cell; "
-                 "winner where the 95% interval excludes 0, else tie)")
+                 "winner where the 95% interval excludes 0, else tie)"
+                 + (f"\n{missing} cell(s) not drawn: no right or no wrong answer at step 0, so no wrong/right"
+                    if missing else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
