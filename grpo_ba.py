@@ -255,7 +255,7 @@ class Args:
     regime: str = _arg("gap", "toy regime: 'gap' (right and wrong answers differ in length) or 'variance' (lengths spread, no gap)")
     gap_sign: str = _arg("wrong-long", "toy gap direction: 'wrong-long' (forced slips, then rambling) or 'right-long' (forced re-checks)")
     gap_size: int = _arg(18, "toy: mean ramble length in tokens, i.e. the size of the length gap")
-    spread_size: int = _arg(0, "toy, regime gap: half of all responses, right or wrong, ramble this many more tokens (the length spread; 0: none)")
+    spread_size: int = _arg(0, "toy, regime gap: half of all responses, right or wrong, ramble this many tokens (the length spread; 0: none)")
     force_frac: float = _arg(0.3, "toy: fraction of RL responses whose start the environment forces (regime gap)")
     steps: int = _arg(100, "GRPO steps")
     seed: int = _arg(0, "seed of the RL run (sampling, prompt order); the warm-up has its own seed")

@@ -83,8 +83,8 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
     model = tiny_qwen3(tokenizer, seed=seed)
     train, _ = make_problems()
     corpus = warmup_corpus(world, train["prompt"], steps * batch_size, seed)
-    longest_ramble = max(world.gap_size, world.spread_size)
-    width = 1 + 8 + longest_ramble + max(2, longest_ramble // 4) + 10
+    width = 1 + 8 + world.longest_response()          # BOS, prompt, response
+    torch.set_flush_denormal(True)    # Adam's tiny second moments are denormal: a 10x slower sqrt otherwise
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     ramp = max(1, steps // 20)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -145,6 +145,11 @@ class Task:
     data_report: object = None    # real_data.DataReport of --dataset (None: the toy)
 
 
+def toy_world(args) -> ToyWorld:
+    """The toy environment that grpo_ba.Args describe."""
+    return ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac, spread_size=args.spread_size)
+
+
 def build(args, warmup_steps_by_regime, log=print):
     """The policy, its tokenizer and the task: the toy (default) or --model/--dataset."""
     if args.model:
@@ -167,7 +172,7 @@ def build(args, warmup_steps_by_regime, log=print):
         policy = load_model(model_path, args.attn_implementation)
         task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "", report)
     else:
-        world = ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac, spread_size=args.spread_size)
+        world = toy_world(args)
         warmup_steps = args.warmup_steps or warmup_steps_by_regime[args.regime]
         policy, tokenizer, _ = load_or_warmup_toy(args.cache_dir, world, warmup_steps, args.warmup_seed, log)
         train, heldout = make_problems()

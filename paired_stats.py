@@ -102,7 +102,7 @@ def late_reward(metrics: list[dict], fraction: float = 0.1) -> float:
     return sum(tail) / len(tail) if tail else float("nan")
 
 
-def _mean_finite(values):
+def mean_finite(values):
     values = [v for v in values if v is not None and math.isfinite(v)]
     return sum(values) / len(values) if values else float("nan")
 
@@ -112,8 +112,8 @@ def regime_stats(metrics: list[dict], window: int = 20) -> dict:
     tail = metrics[-window:]
     return {"step0_wrong_over_right": metrics[0].get("wrong_over_right") if metrics else None,
             "step0_std_over_mean": metrics[0].get("std_over_mean") if metrics else None,
-            "late_wrong_over_right": _mean_finite(m.get("wrong_over_right") for m in tail),
-            "late_std_over_mean": _mean_finite(m.get("std_over_mean") for m in tail)}
+            "late_wrong_over_right": mean_finite(m.get("wrong_over_right") for m in tail),
+            "late_std_over_mean": mean_finite(m.get("std_over_mean") for m in tail)}
 
 
 METRICS = [("last_acc", "last held-out acc", lambda m: evaluations(m)[1][-1] if evaluations(m)[1] else float("nan")),
@@ -177,9 +177,9 @@ def learning_table(runs: dict) -> str:
         seeds = sorted(by_seed)
         gains = [accuracy_gain(by_seed[s]) for s in seeds]
         stats = [regime_stats(by_seed[s]) for s in seeds]
-        acc0 = _mean_finite(evaluations(by_seed[s])[1][0] if evaluations(by_seed[s])[1] else None for s in seeds)
+        acc0 = mean_finite(evaluations(by_seed[s])[1][0] if evaluations(by_seed[s])[1] else None for s in seeds)
         lines.append(f"| {regime} | {rule} | {len(seeds)} | {acc0:.3f} | " + ", ".join(f"{g:+.2f}" for g in gains)
-                     + f" | {_mean_finite(gains):+.3f} | {_mean_finite(s['step0_wrong_over_right'] for s in stats):.2f}"
-                     f" | {_mean_finite(s['late_wrong_over_right'] for s in stats):.2f}"
-                     f" | {_mean_finite(s['step0_std_over_mean'] for s in stats):.2f} |")
+                     + f" | {mean_finite(gains):+.3f} | {mean_finite(s['step0_wrong_over_right'] for s in stats):.2f}"
+                     f" | {mean_finite(s['late_wrong_over_right'] for s in stats):.2f}"
+                     f" | {mean_finite(s['step0_std_over_mean'] for s in stats):.2f} |")
     return "\n".join(lines) + "\n"

@@ -31,12 +31,13 @@ import time
 
 import paired_stats
 import run_io
+from toy_tasks import ToyWorld
 
 MAP_WARMUP_STEPS = 1000           # every cell: spread cells need as many as regime variance (grpo_ba.WARMUP_STEPS)
 INDEX_FILE = "regime_map.json"     # marks a directory as a regime map; holds the grid and the wall times
 WINNER_LABEL = {"balanced": "BA", "token": "token", "sequence": "seq", "tie": "tie", "n/a": "1 seed"}
-MAP_METRICS = [("acc_area", "area under the acc curve", paired_stats.accuracy_area),
-               ("last_acc", "last held-out acc", lambda m: paired_stats.evaluations(m)[1][-1])]
+MAP_METRICS = sorted((m for m in paired_stats.METRICS if m[0] in ("acc_area", "last_acc")),
+                     key=lambda m: m[0])          # learning speed first, then where the run ends
 
 
 # ------------------------------------------------------------------ the grid
@@ -65,10 +66,9 @@ def build_grid(gap_sizes, spread_sizes) -> list[Cell]:
 
 
 def longest_response(cells: list[Cell]) -> int:
-    """Tokens the longest corpus answer of the grid can take (ramble + its jitter,
-    two sums, spaces, EOS): every cell samples up to this many, so none is cut short."""
-    ramble = max(max(c.gap_size, c.spread_size) for c in cells)
-    return ramble + max(2, ramble // 4) + 10
+    """Tokens the longest corpus answer of the grid can take: every cell samples up to
+    this many, so none is cut short."""
+    return max(ToyWorld("gap", gap_size=c.gap_size, spread_size=c.spread_size).longest_response() for c in cells)
 
 
 def run_plan(base: str, cells: list[Cell], seeds: int, rules) -> list[tuple[Cell, str, int, str]]:
@@ -92,21 +92,15 @@ def winner(difference: dict, rule_a: str, rule_b: str) -> str:
     return "tie"
 
 
-def _mean(values):
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    return sum(values) / len(values) if values else float("nan")
-
-
 def cell_summary(runs_by_rule: dict) -> dict:
     """{rule: {seed: metrics}} of one cell -> its measured step-0 statistics and, per
     pair of rules and per metric, the paired difference with its interval and winner."""
     all_runs = [m for by_seed in runs_by_rule.values() for m in by_seed.values() if m]
+    stats = [paired_stats.regime_stats(m) for m in all_runs]
     summary = {"seeds": len(set.intersection(*(set(s) for s in runs_by_rule.values()))) if runs_by_rule else 0,
-               "step0_wrong_over_right": _mean(m[0].get("wrong_over_right") for m in all_runs),
-               "step0_std_over_mean": _mean(m[0].get("std_over_mean") for m in all_runs),
-               "step0_acc": _mean(m[0].get("accuracy") for m in all_runs),
-               "last_acc": {rule: _mean(MAP_METRICS[1][2](m) for m in by_seed.values())
-                            for rule, by_seed in runs_by_rule.items()},
+               "step0_wrong_over_right": paired_stats.mean_finite(s["step0_wrong_over_right"] for s in stats),
+               "step0_std_over_mean": paired_stats.mean_finite(s["step0_std_over_mean"] for s in stats),
+               "step0_acc": paired_stats.mean_finite(m[0].get("accuracy") for m in all_runs),
                "pairs": {}}
     for rule_a, rule_b in paired_stats.PAIRS:
         a_runs, b_runs = runs_by_rule.get(rule_a, {}), runs_by_rule.get(rule_b, {})
@@ -239,7 +233,7 @@ def _timing_note(runs_dir: str, cells: dict) -> str:
     """The map's wall time as recorded by run_map, with the step time it came with."""
     steps = [m["step_time"] for by_rule in cells.values() for by_seed in by_rule.values()
              for metrics in by_seed.values() for m in metrics if m.get("step_time")]
-    note = f"\n{sum(len(s) for r in cells.values() for s in r.values())} runs, mean step time {_mean(steps):.2f} s"
+    note = f"\n{sum(len(s) for r in cells.values() for s in r.values())} runs, mean step time {paired_stats.mean_finite(steps):.2f} s"
     index = os.path.join(runs_dir, INDEX_FILE)
     if os.path.exists(index):
         with open(index) as f:
@@ -259,19 +253,11 @@ def _quietly(function, log_path, *args):
         return function(*args)
 
 
-def _init_worker(threads: int):
-    """Each worker process: its share of the cores, and denormals flushed to zero as
-    train() does (Adam's tiny second moments are denormal: a 10x slower warm-up)."""
-    import torch
-    torch.set_num_threads(threads)
-    torch.set_flush_denormal(True)
-
-
 def _warm_up(args):
     import lm_setup
-    from toy_tasks import ToyWorld
-    world = ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac, spread_size=args.spread_size)
-    lm_setup.load_or_warmup_toy(args.cache_dir, world, args.warmup_steps, args.warmup_seed)
+    import torch
+    torch.set_num_threads(args.threads)                # its share of the cores (train() sets its own)
+    lm_setup.load_or_warmup_toy(args.cache_dir, lm_setup.toy_world(args), args.warmup_steps, args.warmup_seed)
 
 
 def _train(args):
@@ -293,8 +279,10 @@ def run_map(args, log=print) -> list[str]:
     warmup_steps = args.warmup_steps or MAP_WARMUP_STEPS
     run_io.prepare_output_dir(base)
     index_path = os.path.join(base, INDEX_FILE)
-    with open(index_path) if os.path.exists(index_path) else contextlib.nullcontext() as f:
-        index = json.load(f) if f else {"sessions": []}
+    index = {"sessions": []}
+    if os.path.exists(index_path):                     # a map run before: keep its wall times
+        with open(index_path) as f:
+            index = json.load(f)
     index.update(gap_sizes=sorted({c.gap_size for c in cells}), spread_sizes=sorted({c.spread_size for c in cells}),
                  seeds=args.seeds, steps=args.steps, warmup_steps=warmup_steps, max_new_tokens=max_new_tokens)
     start = time.time()
@@ -318,8 +306,7 @@ def run_map(args, log=print) -> list[str]:
         f"{total - len(todo)} finished, {resumable} to resume, {len(todo) - resumable} to train; "
         f"{workers} workers x {threads} thread; each run's output in <its directory>.log")
     context = multiprocessing.get_context("spawn")       # fresh interpreters: no forked torch thread pools
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                                                initializer=_init_worker, initargs=(threads,)) as pool:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         try:
             cells_todo = sorted({cell for cell, _ in todo}, key=lambda c: (c.gap_size, c.spread_size))
             warmups = [pool.submit(_quietly, _warm_up, os.path.join(base, f"warmup-{c.name}.log"), cell_args(c))

@@ -39,7 +39,7 @@ Two things make the toy teach:
    - regime `gap` with `spread_size` > 0 (the regime map's cells): both at once. A
      slip rambles `gap_size` tokens, and half of all responses, right or wrong,
      ramble `spread_size` tokens (a slip that draws both rambles the longer of the
-     two: a 40-token ramble was not learned in 1000 warm-up steps); `gap_size` 0 is
+     two: their 34-token sum was not learned in 1000 warm-up steps); `gap_size` 0 is
      no gap at all, `spread_size` 0 no extra spread.
 
    Why force instead of letting the model choose? A long style the policy picks
@@ -83,8 +83,13 @@ def _parse(prompt: str) -> tuple[int, int, int]:
     return int(a), int(c), int(d)
 
 
+def _jitter(size: int) -> int:
+    """How far a ramble's length strays from its mean size, either way."""
+    return max(2, size // 4)
+
+
 def _ramble(rng: random.Random, gap_size: int) -> str:
-    spread = max(2, gap_size // 4)
+    spread = _jitter(gap_size)
     return "~" * rng.randint(max(1, gap_size - spread), gap_size + spread)
 
 
@@ -98,7 +103,7 @@ class ToyWorld:
     corpus_error: float = 0.1   # corpus rate of a wrong last sum in the plain style
     habit_slip: float = 0.7     # corpus slip rate on problems with c > d
     plain_slip: float = 0.1     # corpus slip rate on the others
-    spread_size: int = 0        # regime gap: half of all responses ramble this much more, right or wrong
+    spread_size: int = 0        # regime gap: half of all responses ramble this long, right or wrong
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -141,6 +146,12 @@ class ToyWorld:
         if self.gap_sign == "right-long" and rng.random() < 0.05:       # rare: the model should not pick it itself
             return f"{a + c} {a + c + d}?{_ramble(rng, self.gap_size)}"  # right answer, then a long re-check
         return f"{first} {last}"
+
+    def longest_response(self) -> int:
+        """Tokens the longest corpus response can take: the longer ramble with its jitter,
+        two sums, spaces and EOS (the warm-up's width; the regime map's --max-new-tokens)."""
+        ramble = max(self.gap_size, self.spread_size)
+        return ramble + _jitter(ramble) + 10
 
     # ---- what the environment forces during RL
     def forced_prefix(self, prompt: str, rng: random.Random) -> str:
