@@ -648,7 +648,7 @@ def train(args: Args, log=print) -> str:
         open(metrics_path, "w").close()
     args = dataclasses.replace(args, dtype=run_io.autocast_dtype(device.type, args.dtype, log))   # args.json keeps the request
 
-    interrupted = []
+    interrupted, since_checkpoint = [], []          # metrics lines the next checkpoint keeps
 
     def on_sigint(*_):                             # first Ctrl-C: finish the step, save, stop
         if interrupted:
@@ -668,7 +668,7 @@ def train(args: Args, log=print) -> str:
             metrics = {"step": step, **grpo_step(policy, reference, optimizer, tokenizer, task, rows,
                                                  random.Random(step_seed), args, eval_sets if evaluate_now else None)}
             metrics["step_time"] = time.time() - step_start
-            run_io.append_metrics(metrics_path, metrics)
+            since_checkpoint.append(run_io.append_metrics(metrics_path, metrics))   # synced before any checkpoint
             if step == start:
                 log(f"step-{step} rollouts: wrong/right mean length {metrics['wrong_over_right']:.2f} "
                     f"(right {metrics['len_right']:.1f}, wrong {metrics['len_wrong']:.1f}), "
@@ -680,7 +680,8 @@ def train(args: Args, log=print) -> str:
                           f"pg_loss {metrics['pg_loss']:+.4f} pos_share {_fmt(metrics['pos_share'], 2)} "
                           f"({metrics['step_time']:.2f}s/step)")
             if interrupted or (args.save_every and (step + 1) % args.save_every == 0) or step == args.steps - 1:
-                run_io.save_checkpoint(ckpt_path, policy, optimizer, step)
+                run_io.save_checkpoint(ckpt_path, policy, optimizer, step, since_checkpoint)   # keeps the lines too
+                since_checkpoint = []
             if interrupted:
                 log(f"interrupted: checkpoint of step {step} saved; continue with --resume {out}")
                 raise KeyboardInterrupt            # stops a demo or sweep too, not just this run
@@ -721,10 +722,12 @@ def run_sweep(args: Args, log=print):
         for seed in range(args.seeds):
             for rule in AGGREGATORS:
                 out = os.path.join(base, f"{regime}-{rule}-s{seed}")
-                if run_io.is_finished(out, args.steps):
+                status = run_io.run_status(out, args.steps, log)     # restores lines a power cut lost
+                if status == "finished":
                     log(f"skip {out}: already complete")
                     continue
-                train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out), log)
+                train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out,
+                                          resume=out if status == "resume" else ""), log)
     import plots
     plots.report(base, args.figures_dir or None, log=log)
 

@@ -294,9 +294,10 @@ def run_map(args, log=print) -> list[str]:
 
     todo, resumable = [], 0
     for cell, rule, seed, out in run_plan(base, cells, args.seeds, AGGREGATORS):
-        if run_io.is_finished(out, args.steps, log):
+        status = run_io.run_status(out, args.steps, log)   # restores lines a power cut lost
+        if status == "finished":
             continue
-        has_checkpoint = os.path.exists(os.path.join(out, "checkpoint.pt"))
+        has_checkpoint = status == "resume"
         resumable += has_checkpoint
         todo.append((cell, cell_args(cell, aggregator=rule, seed=seed, output_dir=out,
                                      resume=out if has_checkpoint else "")))

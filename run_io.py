@@ -8,6 +8,9 @@ a file handed over by someone else:
 - checkpoints are written to a temporary file, synced and renamed, and hold only what
   `torch.load(weights_only=True)` accepts (tensors, state dicts, numbers, strings,
   tuples, lists, dicts), so loading one never runs code from it;
+- a checkpoint also keeps the metrics lines of the steps it covers since the previous
+  one, so a metrics file left behind its checkpoint (a power cut tore or lost its last
+  line) is restored from it, by a resume and by the sweep's and regime map's skip logic;
 - a resume checks everything (checkpoint, model shapes, metrics) before it changes
   anything in the run directory, then drops the metrics lines written after the
   checkpoint so the file reads as if the run had never stopped.
@@ -101,12 +104,40 @@ def _json_line(metrics: dict) -> str:
     return json.dumps(clean) + "\n"
 
 
-def append_metrics(path: str, metrics: dict):
-    """One line per step, synced: a power cut loses at most the line being written."""
+def append_metrics(path: str, metrics: dict) -> str:
+    """One line per step, synced: a power cut loses at most the line being written.
+    Returns the line, for the next checkpoint to keep."""
+    line = _json_line(metrics)
     with open(path, "a") as f:
-        f.write(_json_line(metrics))
+        f.write(line)
         f.flush()
         os.fsync(f.fileno())
+    return line
+
+
+def _sync_directory(path: str):
+    """A rename reaches the disk with its directory's entry: sync that too (POSIX)."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:                                # e.g. Windows: directories cannot be opened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_metrics_file(path: str, metrics: list[dict]):
+    """Rewrite metrics.jsonl atomically: a kill here keeps the old file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.writelines(_json_line(m) for m in metrics)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _sync_directory(path)
 
 
 def read_metrics(path: str, log=_note) -> list[dict]:
@@ -191,7 +222,7 @@ def resumed_args(run_dir: str, given: dict, defaults: dict) -> dict:
 
 # ------------------------------------------------------------------ checkpoints
 
-CHECKPOINT_KEYS = ("step", "model", "optimizer", "torch_rng", "python_rng")
+CHECKPOINT_KEYS = ("step", "model", "optimizer", "torch_rng", "python_rng")   # and "metrics" since this version
 
 
 def model_state(policy) -> dict:
@@ -204,18 +235,44 @@ def model_state(policy) -> dict:
     return {name: tensor for name, tensor in state.items() if name in trainable}
 
 
-def save_checkpoint(path, policy, optimizer, step):
-    """Model (or adapter) and optimizer state dicts, RNG states and the step, as plain
-    data and tensors only; written atomically (temp file, sync, rename)."""
+def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
+    """Model (or adapter) and optimizer state dicts, RNG states, the step and the metrics
+    lines written since the previous checkpoint (JSON text, as in metrics.jsonl), as plain
+    data and tensors only; written atomically (temp file, sync, rename). The metrics file
+    is synced line by line before this, so it is never behind a checkpoint it precedes;
+    should a power cut still leave it behind, the lines kept here restore it."""
     state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
              "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),   # (int, tuple of ints, None)
-             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+             "metrics": list(metrics_lines)}
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         torch.save(state, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    _sync_directory(path)
+
+
+def _restore_from_checkpoint(metrics: list[dict], state: dict, metrics_path: str, ckpt_path: str, log) -> list[dict]:
+    """`metrics` with the steps up to the checkpoint's that the file lacks (a torn or lost
+    last line) taken back from the lines the checkpoint kept; one note if any were."""
+    have = {m["step"] for m in metrics}
+    kept = state.get("metrics") or []              # older checkpoints kept none
+    restored = []
+    for line in kept:
+        try:
+            record = json.loads(line)
+        except (TypeError, ValueError):
+            raise RunError(f"{ckpt_path}: its kept metrics line is not JSON") from None
+        if isinstance(record, dict) and record.get("step") not in have and record.get("step", -1) <= state["step"]:
+            restored.append(record)
+    if not restored:
+        return metrics
+    steps = [m["step"] for m in restored]
+    log(f"note: {metrics_path} was behind its checkpoint; restored step(s) "
+        f"{steps[:5]}{'...' if len(steps) > 5 else ''} from {os.path.basename(ckpt_path)}")
+    return sorted(metrics + restored, key=lambda m: m["step"])
 
 
 def read_checkpoint(path, device) -> dict:
@@ -278,6 +335,7 @@ def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=
     first step still to run."""
     _check_fits(path, state, policy, optimizer)
     metrics = read_metrics(metrics_path, log)      # a bad middle line stops us here, file untouched
+    metrics = _restore_from_checkpoint(metrics, state, metrics_path, path, log)
     start = state["step"] + 1
     if steps < start:
         raise RunError(f"--steps {steps} is not above the last finished step {start - 1} of {os.path.dirname(path) or '.'} "
@@ -296,20 +354,42 @@ def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=
         raise RunError(f"{path}: cannot be loaded into this run ({_first_line(err)})") from None
     if state.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
-    tmp = metrics_path + ".tmp"
-    with open(tmp, "w") as f:                      # rewrite atomically: a kill here keeps the old file
-        f.writelines(_json_line(m) for m in kept)
-    os.replace(tmp, metrics_path)
+    _write_metrics_file(metrics_path, kept)
     return start
 
 
-def is_finished(out: str, steps: int, log=_note) -> bool:
-    """True when `out` already holds `steps` lines of metrics (a sweep skips it). A bad
-    line in the middle is a RunError rather than a silent retrain over the run."""
+def repair_metrics(out: str, log=_note) -> list[dict]:
+    """The metrics of run directory `out`, after restoring from its checkpoint the lines
+    a power cut tore or lost (the file is rewritten only then). A bad middle line is a
+    RunError; no metrics file is an OSError."""
+    metrics_path, ckpt_path = os.path.join(out, "metrics.jsonl"), os.path.join(out, "checkpoint.pt")
+    metrics = read_metrics(metrics_path, log)
+    if not os.path.exists(ckpt_path):
+        return metrics
+    try:                                           # mmap: the kept lines, not gigabytes of weights
+        state = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:
+        raise RunError(f"{ckpt_path}: cannot be read, corrupt or truncated ({_first_line(err)})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+        raise RunError(f"{ckpt_path}: not a grpo_ba checkpoint")
+    repaired = _restore_from_checkpoint(metrics, state, metrics_path, ckpt_path, log)
+    if len(repaired) != len(metrics):
+        _write_metrics_file(metrics_path, repaired)
+    return repaired
+
+
+def run_status(out: str, steps: int, log=_note) -> str:
+    """What a sweep or the regime map does with run directory `out`: "finished" (it holds
+    `steps` lines of metrics, after restoring any its checkpoint kept), "resume" (a
+    checkpoint to continue from) or "train" (nothing usable yet). A bad middle line is a
+    RunError rather than a silent retrain over the run."""
     try:
-        return len(read_metrics(os.path.join(out, "metrics.jsonl"), log)) >= steps
+        metrics = repair_metrics(out, log)
     except OSError:
-        return False
+        return "train"
+    if len(metrics) >= steps:
+        return "finished"
+    return "resume" if os.path.exists(os.path.join(out, "checkpoint.pt")) else "train"
 
 
 def saved_runs(runs_dir: str):

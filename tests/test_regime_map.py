@@ -114,8 +114,12 @@ def test_two_by_two_map_runs_end_to_end_and_resumes(tmp_path, cache_dir):
     index = json.loads((out / regime_map.INDEX_FILE).read_text())
     assert len(index["sessions"]) == 1 and index["sessions"][0]["runs_trained"] == 12
     before = (out / "gap9-spread8" / "token-s0" / "metrics.jsonl").read_text()
+    torn = out / "gap0-spread0" / "balanced-s0" / "metrics.jsonl"          # a power cut tore its last line
+    whole = torn.read_text()
+    torn.write_text(whole[:-40])
     assert grpo_ba.main(argv) == 0                                        # everything finished: nothing retrained
     assert (out / "gap9-spread8" / "token-s0" / "metrics.jsonl").read_text() == before
+    assert torn.read_text() == whole                                      # repaired from its checkpoint
     assert len(json.loads((out / regime_map.INDEX_FILE).read_text())["sessions"]) == 1
 
 

@@ -179,7 +179,7 @@ def test_a_corrupt_middle_line_is_an_error_naming_the_file_and_line(tmp_path):
     with pytest.raises(run_io.RunError, match=f"{path}: line 2"):
         run_io.read_metrics(str(path))
     with pytest.raises(run_io.RunError, match="line 2"):      # the sweep stops rather than retrain over it
-        run_io.is_finished(str(tmp_path), 3)
+        run_io.run_status(str(tmp_path), 3)
 
 
 def test_resume_after_a_torn_last_line_equals_the_uninterrupted_run(finished_run, uninterrupted, capsys):
@@ -189,6 +189,50 @@ def test_resume_after_a_torn_last_line_equals_the_uninterrupted_run(finished_run
     printed = capsys.readouterr()
     assert "torn last line" in printed.out + printed.err and "metrics.jsonl" in printed.out + printed.err
     assert strip_times(read(finished_run)) == uninterrupted
+
+
+# ------------------------------------------------------------------ a power cut after the last checkpoint
+
+def _cut_power(run_dir, how):
+    """The metrics file as a power cut may leave it after the checkpoint of the last step:
+    its last line torn, or missing. Returns the file as the finished run wrote it."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    whole = open(path).read()
+    lines = whole.splitlines(keepends=True)
+    kept = "".join(lines[:-1]) + (lines[-1][:25] if how == "torn" else "")
+    with open(path, "w") as f:
+        f.write(kept)
+    return whole
+
+
+@pytest.mark.parametrize("how", ["torn", "missing"])
+def test_resume_restores_last_metrics_lines_a_power_cut_lost_from_the_checkpoint(finished_run, how, capsys):
+    whole = _cut_power(finished_run, how)
+    assert len(read(finished_run)) == 1                       # step 1 is gone from the file
+    assert main(["--resume", finished_run]) == 0               # same --steps: nothing left to train
+    printed = capsys.readouterr()
+    restored = [line for line in (printed.out + printed.err).splitlines() if "restored step(s) [1]" in line]
+    assert len(restored) == 1 and "metrics.jsonl" in restored[0], printed
+    assert open(os.path.join(finished_run, "metrics.jsonl")).read() == whole   # as the run wrote it, step_time included
+
+
+@pytest.mark.parametrize("how", ["torn", "missing"])
+def test_sweep_skip_logic_repairs_a_metrics_file_behind_its_checkpoint_instead_of_retraining(finished_run, how):
+    whole = _cut_power(finished_run, how)
+    notes = []
+    assert run_io.run_status(finished_run, 2, notes.append) == "finished"
+    assert open(os.path.join(finished_run, "metrics.jsonl")).read() == whole
+    assert any("restored step(s) [1]" in n for n in notes)
+    assert run_io.run_status(finished_run, 3, notes.append) == "resume"      # one step short: resume, not retrain
+    os.remove(os.path.join(finished_run, "checkpoint.pt"))
+    assert run_io.run_status(finished_run, 3) == "train"
+
+
+def test_each_checkpoint_keeps_the_metrics_lines_since_the_previous_one(tmp_path, cache_dir):
+    out = train(tiny_args(tmp_path / "run", cache_dir, steps=3, save_every=2), **QUIET)
+    lines = open(os.path.join(out, "metrics.jsonl")).read().splitlines(keepends=True)
+    state = torch.load(os.path.join(out, "checkpoint.pt"), weights_only=True)
+    assert state["step"] == 2 and state["metrics"] == lines[2:]      # step 1's checkpoint kept lines 0 and 1
 
 
 def _fake_run(run_dir, metrics_text):
