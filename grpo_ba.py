@@ -45,10 +45,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
-import benchmarks
-import lm_setup
-import lora
-import run_io
+from plumbing import benchmarks, chat_template, lm_setup, lora, run_io
 from toy_tasks import length_stats
 from verifier import verify
 
@@ -265,7 +262,7 @@ class Args:
     group_size: int = _arg(8, "G: responses per prompt", section="GRPO (docs/method.md §1)")
     prompts_per_step: int = _arg(16, "P: prompts per step; the batch holds P * G responses")
     inner_updates: int = _arg(2, "mu: optimizer steps on each batch (the first is on-policy, ratio 1)")
-    lr: float = _arg(1e-4, "AdamW learning rate of the RL phase (3e-4 erases part of the toy's arithmetic: README, \"Why greedy accuracy fell\")")
+    lr: float = _arg(1e-4, "AdamW learning rate of the RL phase (3e-4 erases part of the toy's arithmetic: docs/results-toy.md, \"Why greedy accuracy used to fall\")")
     eps_low: float = _arg(0.2, "clip range below 1 for the ratio")
     eps_high: float = _arg(0.28, "clip range above 1 for the ratio (DAPO clip-higher; 0.2 is GRPO)")
     beta: float = _arg(0.0, "weight of the k3 KL to a frozen reference policy (0: no reference is kept)")
@@ -293,11 +290,11 @@ class Args:
     warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule and RL seed")
     cache_dir: str = _arg("~/.cache/grpo_ba", "where warmed-up toy policies and converted .gguf models are cached")
     threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 2; with --model every available core)")
-    # ---- sweep and plots (plots.py)
-    sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (plots.py)")
-    seeds: int = _arg(5, "seeds per (regime, rule) in --sweep; rules are compared paired by seed (paired_stats.py)")
+    # ---- sweep and plots (analysis/plots.py)
+    sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (analysis/plots.py)")
+    seeds: int = _arg(5, "seeds per (regime, rule) in --sweep; rules are compared paired by seed (analysis/paired_stats.py)")
     regime_map: bool = _arg(False, "map which rule wins where: --map-gap-sizes x --map-spread-sizes toy cells x three rules x --seeds seeds, "
-                                   "then regime_map.png and regime_map.md (regime_map.py); run it again to go on after a stop")
+                                   "then regime_map.png and regime_map.md (analysis/regime_map.py); run it again to go on after a stop")
     map_gap_sizes: tuple = _arg(("0", "9", "18"), "--regime-map: the cells' --gap-size values (0: no gap)")
     map_spread_sizes: tuple = _arg(("0", "8", "16"), "--regime-map: the cells' --spread-size values (0: no extra spread)")
     workers: int = _arg(0, "--regime-map: runs trained at a time, one thread each (0: one per CPU core)")
@@ -316,7 +313,7 @@ class Args:
     gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
     attn_implementation: str = _arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
     device: str = _arg("auto", "auto (cuda, then mps, then cpu) | cpu | cuda | mps")
-    lora_rank: int = _arg(0, "R: train LoRA adapters of rank R instead of all weights (lora.py; needs peft); 0: all weights")
+    lora_rank: int = _arg(0, "R: train LoRA adapters of rank R instead of all weights (plumbing/lora.py; needs peft); 0: all weights")
     lora_alpha: float = _arg(0.0, "LoRA scale: adapters add (alpha / R) * B A x (0: alpha = R)")
     lora_target_modules: str = _arg("all-linear", "layers that get adapters: comma-separated module names (q_proj,v_proj), or all-linear: every linear layer but the output head")
 
@@ -326,7 +323,7 @@ PRESETS = {
                        micro_batch_size=4, max_new_tokens=1024, lr=1e-6, group_size=8,
                        prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
                        temperature=1.0, save_every=50, model="Qwen/Qwen3-1.7B"),
-    # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base (lora.py).
+    # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base (plumbing/lora.py).
     # Its context is 4096 tokens: 3072 new, so prompts may have up to 1024. LoRA's best lr
     # sits about 10x above full fine-tuning's (1e-6 in the preset above).
     "qwen2.5-math-7b": dict(dtype="bfloat16", gradient_checkpointing=True, attn_implementation="sdpa",
@@ -449,7 +446,7 @@ def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=
                         padding=True, add_special_tokens=False).to(policy.device)
     temperature = args.temperature if temperature is None else temperature
     sampling = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
-    stop_ids = lm_setup.stop_token_ids(tokenizer, getattr(policy, "generation_config", None))   # EOS, end of turn
+    stop_ids = chat_template.stop_token_ids(tokenizer, getattr(policy, "generation_config", None))   # EOS, end of turn
     with autocast(args, policy.device.type):
         sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
                                     eos_token_id=stop_ids, **sampling)
@@ -545,7 +542,7 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
 
 
 # =====================================================================================
-# 7. Diagnostics: what each step logs (README, "Metrics")
+# 7. Diagnostics: what each step logs (docs/metrics.md)
 # =====================================================================================
 
 
@@ -700,23 +697,20 @@ def _fmt(value, digits=1):
 # =====================================================================================
 
 
-def run_demo(args: Args, log=print) -> list[str]:
+def run_demo(args: Args, log=print) -> str:
     """The three rules from the same starting weights and seed (the warmed-up toy, or
-    --model as loaded), one run directory each, then the figures and the table."""
+    --model as loaded), one run directory each; returns their parent directory (main()
+    draws its figures and table)."""
     label = run_io.run_label(dataclasses.asdict(args))                  # the toy's regime, or the model's name
     base = args.output_dir or ("runs/demo" if not args.model else os.path.join("runs", label))
-    dirs = []
     for rule in AGGREGATORS:
-        run_args = dataclasses.replace(args, aggregator=rule, output_dir=os.path.join(base, f"{label}-{rule}-s{args.seed}"))
-        dirs.append(train(run_args, log))
-    import plots
-    plots.report(base, args.figures_dir or None, log=log)
-    return dirs
+        train(dataclasses.replace(args, aggregator=rule, output_dir=os.path.join(base, f"{label}-{rule}-s{args.seed}")), log)
+    return base
 
 
-def run_sweep(args: Args, log=print):
+def run_sweep(args: Args, log=print) -> str:
     """Both regimes x three rules x --seeds seeds, one after another (the two vCPUs
-    behave like one core), then the figures and the table."""
+    behave like one core); returns the sweep's directory (main() draws its figures and table)."""
     base = args.output_dir or "runs/sweep"
     for regime in ("gap", "variance"):
         for seed in range(args.seeds):
@@ -728,8 +722,7 @@ def run_sweep(args: Args, log=print):
                     continue
                 train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out,
                                           resume=out if status == "resume" else ""), log)
-    import plots
-    plots.report(base, args.figures_dir or None, log=log)
+    return base
 
 
 def main(argv=None) -> int:
@@ -737,7 +730,7 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         check_args(args)
         if args.diagnose:                          # measures a rollouts file; trains nothing
-            import diagnose
+            from analysis import diagnose
             diagnose.run(args.diagnose, args.adv_scale)
             return 0
         if args.resume:                            # one run, continued: its args.json, then the flags typed
@@ -746,19 +739,18 @@ def main(argv=None) -> int:
             check_args(args)
             train(args)
         elif args.plot_only:
-            import regime_map
+            from analysis import regime_map
             if os.path.exists(os.path.join(args.plot_only, regime_map.INDEX_FILE)):
                 regime_map.report(args.plot_only, args.figures_dir or None)
             else:
-                import plots
+                from analysis import plots
                 plots.report(args.plot_only, args.figures_dir or None)
         elif args.regime_map:
-            import regime_map
+            from analysis import regime_map
             regime_map.run_map(args)
-        elif args.sweep:
-            run_sweep(args)
-        elif args.aggregator == "all":
-            run_demo(args)
+        elif args.sweep or args.aggregator == "all":
+            from analysis import plots                 # figures and table of the runs just trained
+            plots.report(run_sweep(args) if args.sweep else run_demo(args), args.figures_dir or None)
         else:
             args.output_dir = args.output_dir or f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
             train(args)

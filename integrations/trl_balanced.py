@@ -76,7 +76,7 @@ import json
 
 from trl import GRPOTrainer
 
-from diagnose import bias_metrics
+from analysis.diagnose import bias_metrics
 from grpo_ba import aggregation_coefficients, mask_from_lengths
 
 

@@ -56,7 +56,7 @@ def main():
     n_params = sum(p.numel() for p in policy.parameters())
     getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()   # as lm_setup.build
     if args.lora_rank:                             # the 7B preset: adapters train, the base is frozen in bf16 (as train())
-        import lora
+        from plumbing import lora
         policy = lora.add_adapters(policy, args, device)
     trainable = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.0)

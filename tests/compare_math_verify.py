@@ -5,7 +5,7 @@
 math-verify (requirements-dev.txt) parses with its own LaTeX grammar and sympy, under
 signal-based timeouts. It is the reference most GRPO code uses; this script only measures
 where the two verifiers judge the table's answers differently, and prints why for each kind
-of difference we have seen (see the README's Robustness section for the numbers).
+of difference we have seen (docs/verifier.md has the numbers).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import pytest
 import grpo_ba
 
 SECTIONS = ["what to run", "GRPO (docs/method.md §1)", "evaluation, logging and checkpoints", "the toy model",
-            "sweep and plots (plots.py)", "scale-up (one GPU)"]
+            "sweep and plots (analysis/plots.py)", "scale-up (one GPU)"]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_known_flags_sit_in_their_sections(help_text):
     listed = sections_of(help_text)
     assert "--aggregator" in listed["what to run"] and "--lr" in listed["GRPO (docs/method.md §1)"]
     assert "--resume" in listed["evaluation, logging and checkpoints"] and "--cache-dir" in listed["the toy model"]
-    assert "--plot-only" in listed["sweep and plots (plots.py)"] and "--model" in listed["scale-up (one GPU)"]
+    assert "--plot-only" in listed["sweep and plots (analysis/plots.py)"] and "--model" in listed["scale-up (one GPU)"]
 
 
 def test_help_shows_defaults(help_text):

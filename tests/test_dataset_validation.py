@@ -6,7 +6,7 @@ import json
 import pytest
 
 import grpo_ba
-import real_data
+from plumbing import real_data
 import verifier
 from grpo_ba import main
 

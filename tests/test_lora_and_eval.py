@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import grpo_ba
-import lm_setup
-import lora
+from plumbing import chat_template, lm_setup, lora
 from grpo_ba import main
 
 
@@ -84,7 +83,7 @@ def test_greedy_evaluation_is_the_default_and_repeats_exactly(tiny_model_dir, da
     assert (args.eval_samples, args.eval_temperature) == (1, 0.0)
     policy, tokenizer = lm_setup.load_model(tiny_model_dir), lm_setup.load_tokenizer(tiny_model_dir)
     rows, _ = lm_setup.load_prompt_dataset(data, "prompt", "answer", heldout=0)
-    task = lm_setup.Task(rows, rows, lambda p: lm_setup.format_prompt(tokenizer, p), lambda p, rng: "")
+    task = lm_setup.Task(rows, rows, lambda p: chat_template.format_prompt(tokenizer, p), lambda p, rng: "")
     seen, original = [], grpo_ba.rollout
     monkeypatch.setattr(grpo_ba, "rollout", lambda *a, **k: seen.append(original(*a, **k)) or seen[-1])
     for seed in (0, 1):                            # greedy: the sampling seed cannot matter

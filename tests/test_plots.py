@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-import plots
+from analysis import plots
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

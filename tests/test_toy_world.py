@@ -4,7 +4,7 @@ import random
 import pytest
 import torch
 
-from lm_setup import char_tokenizer, load_model, load_tokenizer, tiny_qwen3
+from plumbing.lm_setup import char_tokenizer, load_model, load_tokenizer, tiny_qwen3
 from toy_tasks import ToyWorld, length_stats, make_problems, warmup_corpus
 from verifier import verify
 

@@ -94,7 +94,7 @@ def test_mask_covers_a_sampled_pad_and_stops_after_the_first_eos():
 @pytest.mark.parametrize("case", ["all_right", "all_wrong", "empty", "all_truncated"])
 @pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
 def test_degenerate_batches_give_finite_updates(case, rule, tmp_path, cache_dir):
-    import lm_setup
+    from plumbing import lm_setup
     from toy_tasks import ToyWorld
     policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
     args = tiny_args(tmp_path, cache_dir, aggregator=rule)
@@ -119,7 +119,7 @@ def test_degenerate_batches_give_finite_updates(case, rule, tmp_path, cache_dir)
 
 
 def test_non_finite_gradients_skip_the_update_and_are_logged(tmp_path, cache_dir, monkeypatch):
-    import lm_setup
+    from plumbing import lm_setup
     from toy_tasks import ToyWorld
     policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
     args = tiny_args(tmp_path, cache_dir)
@@ -176,7 +176,7 @@ def test_preset_sets_defaults_that_flags_override():
 def test_training_logprobs_match_the_sampling_distribution_under_left_padding(cache_dir):
     """The update must score a response with the distribution that sampled it: same
     positions under left padding, same temperature. A mismatch here fakes off-policy ratios."""
-    import lm_setup
+    from plumbing import lm_setup
     from toy_tasks import ToyWorld
     policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
     prompts = ["<bos>12+3+4=", "<bos>57+6+3=57", "<bos>9"]                      # different lengths: left padding

@@ -1,4 +1,4 @@
-"""run_io.py -- a run on disk and on this machine: its directory, metrics.jsonl,
+"""plumbing/run_io.py -- a run on disk and on this machine: its directory, metrics.jsonl,
 checkpoints, and the device and threads it runs with.
 
 Nothing here is the algorithm; it is what makes a run survive Ctrl-C, a hard kill and
@@ -52,7 +52,7 @@ def pick_device(requested: str) -> torch.device:
     return torch.device(requested)
 
 
-TOY_THREADS = 2      # measured best for the toy on an idle 2-core machine (README, "Robustness")
+TOY_THREADS = 2      # measured best for the toy on an idle 2-core machine (docs/robustness.md)
 
 
 def pick_threads(requested: int, real_model: bool) -> int:

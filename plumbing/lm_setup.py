@@ -1,4 +1,4 @@
-"""lm_setup.py -- models, tokenizers and datasets: everything grpo_ba.py trains on
+"""plumbing/lm_setup.py -- models, tokenizers and datasets: everything grpo_ba.py trains on
 that is not the algorithm.
 
 - The toy: a character-level Hugging Face tokenizer, a tiny Qwen3 built from its
@@ -15,7 +15,6 @@ import math
 import os
 import random
 import time
-import weakref
 from dataclasses import dataclass
 
 import datasets
@@ -25,16 +24,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 from transformers.utils import logging as hf_logging
 
+from plumbing.chat_template import format_prompt
+from plumbing.errors import SetupError
 from toy_tasks import VOCAB_CHARS, ToyWorld, make_problems, warmup_corpus
 
 hf_logging.disable_progress_bar()         # per-load progress bars would drown the training log
 datasets.disable_progress_bars()
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
-BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-
-
-class SetupError(ValueError):
-    """Bad input the user can fix (missing file, column, model path...)."""
 
 
 # ------------------------------------------------------------------ the toy model
@@ -155,10 +151,10 @@ def build(args, warmup_steps_by_regime, log=print):
     if args.model:
         if not args.dataset:
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
-        import real_data                      # every row checked before the model loads
+        from plumbing import real_data                      # every row checked before the model loads
         model_path = args.model
         if model_path.lower().endswith(".gguf"):   # converted once into a cached model directory
-            import gguf_models
+            from plumbing import gguf_models
             model_path = gguf_models.converted_dir(model_path, args.cache_dir, log)
         check_model_path(model_path)
         tokenizer = load_tokenizer(model_path)
@@ -226,7 +222,7 @@ def load_prompt_dataset(source: str, prompt_column: str, answer_column: str, spl
     lengths: that needs the tokenizer, see build). A prompt may be a string or a list
     of chat messages (DAPO-Math-17k); the answer a number, a worked solution ending in
     `#### 42` (GSM8K), or a list of acceptable answers."""
-    import real_data
+    from plumbing import real_data
     rows, _ = real_data.load_rows(source, prompt_column, answer_column, split)
     return split_heldout(rows, heldout, seed)
 
@@ -237,57 +233,3 @@ def split_heldout(rows: list, heldout: int, seed: int = 0):
     random.Random(seed).shuffle(rows)
     n_heldout = min(heldout, len(rows) // 5 or 1)
     return rows[n_heldout:], rows[:n_heldout]
-
-
-def format_prompt(tokenizer, prompt) -> str:
-    """The text the policy continues: the chat template (asking for \\boxed{}) when the
-    tokenizer has one, else the prompt as it is."""
-    if getattr(tokenizer, "chat_template", None):
-        messages = prompt if isinstance(prompt, list) else [
-            {"role": "user", "content": f"{prompt}\n{BOXED_INSTRUCTION}"}]
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    if isinstance(prompt, list):
-        return "\n".join(m["content"] for m in prompt)
-    return str(prompt)
-
-
-def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
-    """Every id that ends a response, the tokenizer's EOS first: the model's generation
-    config EOS ids (Qwen3 lists two) and the token the chat template closes a turn with
-    (ChatML's <|im_end|>, Llama 3's <|eot_id|>), so that a base model prompted through a
-    chat template (Qwen2.5-Math-7B, whose EOS is <|endoftext|>) stops at its turn's end."""
-    ids = [tokenizer.eos_token_id]
-    configured = getattr(generation_config, "eos_token_id", None)
-    ids += configured if isinstance(configured, (list, tuple)) else [configured]
-    ids += end_of_turn_ids(tokenizer)
-    return list(dict.fromkeys(i for i in ids if i is not None))
-
-
-_END_OF_TURN = weakref.WeakKeyDictionary()    # tokenizer -> (its template, end-of-turn ids): not rendered per rollout
-
-
-def end_of_turn_ids(tokenizer) -> list[int]:
-    """[id] of the special token right after an assistant message in the chat template,
-    found by rendering one exchange (once per tokenizer and template); [] without a
-    template or special token there."""
-    template = getattr(tokenizer, "chat_template", None)
-    cached = _END_OF_TURN.get(tokenizer)
-    if cached is None or cached[0] != template:
-        cached = _END_OF_TURN[tokenizer] = (template, _render_end_of_turn_ids(tokenizer))
-    return cached[1]
-
-
-def _render_end_of_turn_ids(tokenizer) -> list[int]:
-    if not getattr(tokenizer, "chat_template", None):
-        return []
-    marker = "END_OF_TURN_PROBE"
-    try:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": "q"}, {"role": "assistant", "content": marker}],
-                                             tokenize=False)
-    except Exception:                         # a template that refuses this exchange: no extra stop id
-        return []
-    if marker not in text:
-        return []
-    first = tokenizer.encode(text.split(marker, 1)[1], add_special_tokens=False)[:1]
-    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
-    return [i for i in first if i in special]

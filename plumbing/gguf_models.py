@@ -1,4 +1,4 @@
-"""gguf_models.py -- `--model FILE.gguf`: a llama.cpp checkpoint as a Hugging Face model.
+"""plumbing/gguf_models.py -- `--model FILE.gguf`: a llama.cpp checkpoint as a Hugging Face model.
 
 transformers reads GGUF itself (`from_pretrained(dir, gguf_file=name)`): the weights are
 dequantised to float32, and the tokenizer, its chat template and its special tokens
@@ -23,6 +23,8 @@ import json
 import os
 import shutil
 import time
+
+from plumbing.errors import SetupError
 
 GGUF_REQUIREMENT = "gguf>=0.19,<0.20"            # tested: 0.19.0 (transformers needs >= 0.10)
 
@@ -68,7 +70,6 @@ def _parse_once():
 def converted_dir(path: str, cache_dir: str, log=print) -> str:
     """A Hugging Face model directory holding the GGUF file's model and tokenizer,
     converted on first use and cached by the file's hash."""
-    from lm_setup import SetupError
     path = os.path.expanduser(path)
     if not os.path.isfile(path):
         raise SetupError(f"model file {path!r} does not exist")

@@ -1,4 +1,4 @@
-"""diagnose.py -- how biased is the aggregation of *your* run? Measured from its rollouts.
+"""analysis/diagnose.py -- how biased is the aggregation of *your* run? Measured from its rollouts.
 
     python grpo_ba.py --diagnose rollouts.jsonl                  # GRPO advantages (std scaling)
     python grpo_ba.py --diagnose rollouts.jsonl --adv-scale none # Dr. GRPO advantages

@@ -1,4 +1,4 @@
-"""real_data.py -- read a prompt/answer dataset and refuse what training cannot use.
+"""plumbing/real_data.py -- read a prompt/answer dataset and refuse what training cannot use.
 
     rows, report = load_rows("data.jsonl", "question", "answer", tokenizer=tok, max_prompt_tokens=984)
     rows   -> [{"prompt": str | [{"role", "content"}, ...], "answer": str | [str, ...]}]
@@ -36,7 +36,8 @@ import sys
 from dataclasses import dataclass, field
 
 import verifier
-from lm_setup import SetupError, format_prompt
+from plumbing.chat_template import format_prompt
+from plumbing.errors import SetupError
 
 KIND_TEXT = {                         # noun phrases: "<file> line 3: <text> (<detail>)"
     "malformed_json": "malformed JSON",

@@ -1,4 +1,4 @@
-"""paired_stats.py -- compare the aggregation rules paired by seed, with intervals.
+"""analysis/paired_stats.py -- compare the aggregation rules paired by seed, with intervals.
 
 The three rules of one seed start from the same warmed-up weights and draw the same
 prompts, so their runs are pairs, not independent samples: the seed-to-seed spread
@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 
-import run_io
+from plumbing import run_io
 
 PAIRS = [("balanced", "token"), ("balanced", "sequence"), ("token", "sequence")]
 

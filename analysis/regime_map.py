@@ -1,4 +1,4 @@
-"""regime_map.py -- which aggregation rule wins where on the (gap, spread) plane.
+"""analysis/regime_map.py -- which aggregation rule wins where on the (gap, spread) plane.
 
 The paper's diagnosis (docs/method.md §3): a length *gap* between wrong and right
 answers hurts token aggregation, a length *spread* hurts sequence aggregation, and
@@ -6,7 +6,7 @@ balanced aggregation is robust to both. The toy has a knob for each (toy_tasks:
 `gap_size`, how far a slip rambles; `spread_size`, how far half of all answers
 ramble, right or wrong), so we can map the whole plane. Every cell gets its own
 warm-up; in every cell the three rules of one seed share that warm-up and the prompt
-order, so they are compared paired by seed (paired_stats.py) and a cell's winner is
+order, so they are compared paired by seed (analysis/paired_stats.py) and a cell's winner is
 the rule whose 95% interval excludes 0, else "tie". The map's axes are the *measured*
 step-0 statistics of the policy's own rollouts (wrong/right mean length and
 std/mean of lengths), not the knob values.
@@ -29,8 +29,8 @@ import multiprocessing
 import os
 import time
 
-import paired_stats
-import run_io
+from analysis import paired_stats
+from plumbing import run_io
 from toy_tasks import ToyWorld
 
 MAP_WARMUP_STEPS = 1000           # every cell: spread cells need as many as regime variance (grpo_ba.WARMUP_STEPS)
@@ -254,7 +254,7 @@ def _quietly(function, log_path, *args):
 
 
 def _warm_up(args):
-    import lm_setup
+    from plumbing import lm_setup
     import torch
     torch.set_num_threads(args.threads)                # its share of the cores (train() sets its own)
     lm_setup.load_or_warmup_toy(args.cache_dir, lm_setup.toy_world(args), args.warmup_steps, args.warmup_seed)

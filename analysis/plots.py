@@ -1,10 +1,10 @@
-"""plots.py -- figures and tables of the bias phenomena.
+"""analysis/plots.py -- figures and tables of the bias phenomena.
 
 Analytic figures (seconds, no training) call the real aggregators of grpo_ba.py
 through autograd; nothing here re-types their formulas. Training figures and the
 summary table read the `metrics.jsonl` files that grpo_ba.py writes.
 
-    python plots.py --analytic assets/          # the three analytic figures
+    python -m analysis.plots --analytic assets/        # the three analytic figures
     python grpo_ba.py --plot-only runs/sweep    # training figures + table.md of a sweep
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-import paired_stats  # noqa: E402
-import run_io  # noqa: E402
+from analysis import paired_stats  # noqa: E402
+from plumbing import run_io  # noqa: E402
 
 from grpo_ba import (AGGREGATORS, clipped_token_loss, group_advantages, mask_from_lengths,  # noqa: E402
                      positive_share, token_weights)

@@ -1,4 +1,4 @@
-"""benchmarks.py -- the prompt sets a run's accuracy is measured on (grpo_ba.evaluate).
+"""plumbing/benchmarks.py -- the prompt sets a run's accuracy is measured on (grpo_ba.evaluate).
 
 - Without --eval-dataset: the first --eval-prompts held-out prompts (the toy's held-out
   problems, or the slice of --dataset kept out of training), logged as `accuracy`.
@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import re
 
-import lm_setup
+from plumbing import lm_setup
+from plumbing.errors import SetupError
 
 
 def benchmark_name(source: str) -> str:
@@ -42,6 +43,6 @@ def eval_sets(args, task) -> dict:
     for source in args.eval_dataset:
         name = "accuracy_" + benchmark_name(source)
         if name in sets:
-            raise lm_setup.SetupError(f"two --eval-dataset entries are both logged as {name!r}; rename one of the files")
+            raise SetupError(f"two --eval-dataset entries are both logged as {name!r}; rename one of the files")
         sets[name] = load_benchmark(source, args)
     return sets

@@ -1,4 +1,4 @@
-"""lora.py -- train LoRA adapters instead of all weights (--lora-rank R), with PEFT.
+"""plumbing/lora.py -- train LoRA adapters instead of all weights (--lora-rank R), with PEFT.
 
 Full fine-tuning keeps float32 weights, gradients and two AdamW moments: 16 bytes per
 parameter, about 120 GB for Qwen2.5-Math-7B (7.6 billion) before activations. LoRA freezes every
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-import lm_setup
-import run_io
+from plumbing import lm_setup, run_io
+from plumbing.errors import SetupError
 
 INSTALL_HINT = "pip install -r requirements-trl.txt (tested: peft==0.21.2)"
 
@@ -34,7 +34,7 @@ def add_adapters(policy, args, device_type: str):
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError:
-        raise lm_setup.SetupError(f"--lora-rank needs the peft package: {INSTALL_HINT}") from None
+        raise SetupError(f"--lora-rank needs the peft package: {INSTALL_HINT}") from None
     targets = args.lora_target_modules
     config = LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha or args.lora_rank,
                         target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
@@ -44,7 +44,7 @@ def add_adapters(policy, args, device_type: str):
     try:
         policy = get_peft_model(policy, config)
     except ValueError as err:                      # a target module the model does not have
-        raise lm_setup.SetupError(f"--lora-target-modules {targets!r}: {str(err).splitlines()[0]}") from None
+        raise SetupError(f"--lora-target-modules {targets!r}: {str(err).splitlines()[0]}") from None
     # The frozen base in the dtype autocast really computes in on this device (float32 where
     # the device lacks --dtype: train() then computes in float32 too).
     frozen_dtype = lm_setup.DTYPES[run_io.autocast_dtype(device_type, args.dtype, log=lambda line: None)]

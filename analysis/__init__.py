@@ -1,0 +1,10 @@
+"""analysis -- what you study about runs, after (or instead of) training them.
+
+- plots: the analytic figures of the three rules, training curves, the summary table
+- paired_stats: paired differences between rules with 95% intervals, by seed
+- regime_map: which rule wins where on the toy's (gap, spread) plane (runs a grid of runs)
+- diagnose: the bias of your own rollouts file (--diagnose), as in the paper's figures
+
+May import: grpo_ba (the algorithm it measures), plumbing (run_io reads runs) and
+modules of this package. grpo_ba.py imports it only in main(), to dispatch the CLI.
+"""
