@@ -29,7 +29,7 @@ def test_every_top_level_package_is_installed():
 
 
 @pytest.mark.parametrize("extra, requirements", [(None, "requirements.txt"), ("trl", "requirements-trl.txt"),
-                                                 ("dev", "requirements-dev.txt")])
+                                                 ("dev", "requirements-dev.txt"), ("verl", "requirements-verl.txt")])
 def test_pyproject_dependencies_agree_with_requirements_files(extra, requirements):
     project = pyproject()["project"]
     declared = project["dependencies"] if extra is None else project["optional-dependencies"][extra]
