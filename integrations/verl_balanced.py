@@ -6,7 +6,8 @@
 `import verl` imports every module named in VERL_USE_EXTERNAL_MODULES, in the driver
 and in every Ray worker (the trainer that computes advantages runs in a Ray actor, so
 importing this module in the driver script alone would not reach it). Importing it
-registers the advantage estimator "grpo_balanced" (verl's `register_adv_est`).
+registers the advantage estimator "grpo_balanced" (verl's `register_adv_est`), and
+"grpo_with_bias_metrics": verl's GRPO unchanged, with the bias metrics below in its logs.
 Nothing else in a GRPO recipe changes. docs/verl.md has the config lines and a worked
 example.
 
@@ -107,6 +108,7 @@ from analysis.diagnose import bias_metrics
 from grpo_ba import aggregation_coefficients, mask_from_lengths
 
 ESTIMATOR = "grpo_balanced"
+MEASURE_ONLY = "grpo_with_bias_metrics"      # verl's GRPO unchanged, the bias in its logs
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum")
 METRICS = ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one")
 
@@ -216,24 +218,49 @@ def compute_grpo_balanced_advantage(token_level_rewards, response_mask, index=No
                       "loss_agg_mode=seq-mean-token-sum with actor.shuffle=True for an unbiased one"
                       if mode == "token-mean" else "unbiased over verl's random split when actor.shuffle=True")
                    + "; integrations/verl_balanced.py)")
+    advantages = _verl_grpo(token_level_rewards, response_mask, index, config, epsilon, norm_adv_by_std_in_grpo)
+    lengths, per_response, order, group_size = _record_bias(advantages, response_mask, index)
+    scale = torch.zeros(rows)                                                      # s_i; 0 off the real groups
+    if order.numel() > 0:
+        scale[order] = balanced_coefficients(lengths[order], per_response[order], group_size)
+    scale = scale * (lengths.sum() if mode == "token-mean" else float(rows))       # Z = N or R
+    balanced = advantages * scale.to(device=advantages.device, dtype=advantages.dtype)[:, None]
+    return balanced, advantages
+
+
+@core_algos.register_adv_est(MEASURE_ONLY)
+def compute_grpo_advantage_with_bias_metrics(token_level_rewards, response_mask, index=None, config=None,
+                                             epsilon=1e-6, norm_adv_by_std_in_grpo=None, **kwargs):
+    """verl's GRPO advantages, unchanged (any loss_agg_mode), and the batch's bias metrics in
+    verl's logs: measure how biased a plain GRPO run's aggregation is before switching to
+    grpo_balanced. Returns (advantages, returns) as verl's grpo estimator does."""
+    if index is None:
+        raise ValueError(f"{MEASURE_ONLY} needs verl's group ids (the batch's 'uid'), got none")
+    advantages = _verl_grpo(token_level_rewards, response_mask, index, config, epsilon, norm_adv_by_std_in_grpo)
+    _record_bias(advantages, response_mask, index)
+    return advantages, advantages
+
+
+def _verl_grpo(token_level_rewards, response_mask, index, config, epsilon, norm_adv_by_std_in_grpo):
+    """verl's own GRPO advantages (B, T), with algorithm.norm_adv_by_std_in_grpo unless given."""
     if norm_adv_by_std_in_grpo is None:
         norm_adv_by_std_in_grpo = config.get("norm_adv_by_std_in_grpo", True) if config is not None else True
-
     advantages, _ = core_algos.compute_grpo_outcome_advantage(
         token_level_rewards=token_level_rewards, response_mask=response_mask, index=index, epsilon=epsilon,
-        norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo, config=config)             # verl's own, (B, T)
+        norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo, config=config)
+    return advantages
 
+
+def _record_bias(advantages, response_mask, index):
+    """Keep the batch's bias metrics for the next Tracking.log. -> (B,) lengths L_i, (B,) A_i,
+    the rows of the real groups in contiguous order, and the group size G."""
     mask = response_mask.detach().float().cpu()
     lengths = mask.sum(dim=1)                                                      # (B,) L_i
     per_response = response_advantages(advantages.detach().float().cpu(), mask)     # (B,) A_i
     order, group_size = uid_groups(index, lengths)
-    scale = torch.zeros(rows)                                                      # s_i; 0 off the real groups
     if order.numel() > 0:
-        scale[order] = balanced_coefficients(lengths[order], per_response[order], group_size)
         _pending.append(bias_metrics(per_response[order], lengths[order], group_size))
-    scale = scale * (lengths.sum() if mode == "token-mean" else float(rows))       # Z = N or R
-    balanced = advantages * scale.to(device=advantages.device, dtype=advantages.dtype)[:, None]
-    return balanced, advantages
+    return lengths, per_response, order, group_size
 
 
 # =====================================================================================

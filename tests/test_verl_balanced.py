@@ -365,6 +365,18 @@ def test_bias_metrics_reach_verls_logger_with_the_values_sign_weights_gives(base
     assert "pos_share_token" not in second
 
 
+def test_measure_only_estimator_keeps_verls_advantages_and_logs_the_same_bias(base_config):
+    cfg = trainer_config(base_config, prompts=4, mode="seq-mean-token-norm")      # any mode: nothing is rescaled
+    cfg.algorithm.adv_estimator = vb.MEASURE_ONLY
+    scores, mask, uids, order = make_batch(REWARDS, LENGTHS)
+    advantages, returns = vb.compute_grpo_advantage_with_bias_metrics(scores, mask, uids, config=cfg.algorithm)
+    assert torch.equal(vb.response_advantages(advantages, mask), verl_grpo(scores, mask, uids))
+    assert torch.equal(returns, advantages) and torch.equal(advantages, advantages * mask)   # (B, T), as verl's grpo
+    measured = vb.pending_metrics()
+    vb.compute_grpo_balanced_advantage(scores, mask, uids, config=trainer_config(base_config, prompts=4).algorithm)
+    assert measured == vb.pending_metrics() and measured["pos_share_token"] != pytest.approx(0.5, abs=1e-2)
+
+
 def test_worked_example_of_docs_verl_md(base_config):
     """docs/verl.md: G = 4, rewards [1, 0, 1, 0], lengths [2, 4, 1, 3], token-mean, N = 10."""
     cfg = trainer_config(base_config, prompts=1)
