@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
-from plumbing import benchmarks, chat_template, lm_setup, lora, run_io
+from plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines, run_io
 from toy_tasks import length_stats
 from verifier import verify
 
@@ -312,6 +312,9 @@ class Args:
     dtype: str = _arg("float32", "compute dtype (autocast): float32 | bfloat16 | float16; weights and AdamW stay float32")
     gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
     attn_implementation: str = _arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
+    rollout_engine: str = _arg("generate", "how rollouts are sampled: generate (transformers' generate, the reference) | static "
+                                           "(static KV cache, decode step compiled into CUDA graphs on CUDA) | paged (continuous "
+                                           "batching); same tokens, faster on a GPU (plumbing/rollout_engines.py, docs/gpu-rollouts.md)")
     device: str = _arg("auto", "auto (cuda, then mps, then cpu) | cpu | cuda | mps")
     lora_rank: int = _arg(0, "R: train LoRA adapters of rank R instead of all weights (plumbing/lora.py; needs peft); 0: all weights")
     lora_alpha: float = _arg(0.0, "LoRA scale: adapters add (alpha / R) * B A x (0: alpha = R)")
@@ -336,7 +339,7 @@ WARMUP_STEPS = {"gap": 600, "variance": 1000}    # greedy held-out accuracy 0.5-
 CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": ("gap", "variance"),
            "gap_sign": ("wrong-long", "right-long"), "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
-           "preset": ("", *PRESETS)}
+           "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES}
 
 
 class UsageError(ValueError):
@@ -448,8 +451,12 @@ def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=
     sampling = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
     stop_ids = chat_template.stop_token_ids(tokenizer, getattr(policy, "generation_config", None))   # EOS, end of turn
     with autocast(args, policy.device.type):
-        sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                    eos_token_id=stop_ids, **sampling)
+        if args.rollout_engine == "generate":      # the reference
+            sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens,
+                                        pad_token_id=tokenizer.pad_token_id, eos_token_id=stop_ids, **sampling)
+        else:                                      # the same tokens, faster on a GPU (docs/gpu-rollouts.md)
+            sequences = rollout_engines.sample(policy, encoded, args.max_new_tokens, tokenizer.pad_token_id, stop_ids,
+                                               args.rollout_engine, **sampling)
     response = sequences[:, encoded["input_ids"].shape[1]:]                              # (B, T)
     mask, truncated = response_mask_from_eos(response, stop_ids)
     completions = [f + tokenizer.decode(r[m.bool()], skip_special_tokens=True)

@@ -4,6 +4,7 @@
 - chat_template: prompts through a real tokenizer's chat template, the ids that end a response
 - real_data: every --dataset row checked before anything loads; benchmarks: --eval-dataset files
 - gguf_models: --model FILE.gguf, converted once; lora: --lora-rank adapters over a frozen base
+- rollout_engines: faster samplers for rollout() (--rollout-engine static | paged), same tokens
 - run_io: the run directory, metrics.jsonl, checkpoints, resume, device and threads
 - errors: SetupError, the one-line error every setup step raises
 

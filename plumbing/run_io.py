@@ -186,7 +186,7 @@ def write_args(run_dir: str, args: dict):
 # Flags that change where or how fast a run runs, or what it prints, but not what it
 # computes: a resumed run may take new values (another machine, another GPU).
 MACHINE_FLAGS = ("threads", "device", "cache_dir", "micro_batch_size", "gradient_checkpointing",
-                 "attn_implementation", "log_every", "save_every")
+                 "attn_implementation", "rollout_engine", "log_every", "save_every")
 NOT_WITH_RESUME = ("sweep", "seeds", "plot_only", "figures_dir")
 
 

@@ -65,3 +65,14 @@ def test_the_toy_trains_on_cuda(tmp_path, cache_dir):
                  "--cache-dir", cache_dir, "--output-dir", str(out)]) == 0
     metrics = metrics_of(out)
     assert len(metrics) == 2 and all(0 <= m["accuracy"] <= 1 for m in metrics)
+
+
+@pytest.mark.parametrize("engine", ["static", "paged"])
+def test_one_step_with_each_fast_rollout_engine_on_cuda(tmp_path, tiny_model_dir, data, monkeypatch, engine):
+    """The fast engines on CUDA (static: compiled into CUDA graphs), bf16 autocast, one step
+    through main(); their greedy tokens equal generate's is tested on a CPU (test_rollout_engines.py)."""
+    monkeypatch.setattr(grpo_ba, "verify", parity_verdict)
+    out = tmp_path / engine
+    assert main(run_argv(tiny_model_dir, data, out, "--steps", "1", "--rollout-engine", engine)) == 0
+    metrics = metrics_of(out)
+    assert len(metrics) == 1 and metrics[0]["skipped_updates"] == 0 and metrics[0]["grad_norm"] > 0
