@@ -59,12 +59,14 @@ made of. Regime `gap`, gap_size 18, worked example:
 
     prompt  23+8+2=
     plain   31 33                          right: 5 characters + EOS = 6 tokens, digits and spaces
-    slip    23 23 23 23 23 23 23 25        wrong: 23 repeated (forgets c), then 23+2; 14-22 characters
-                                           of loop between the first and last sum (18 +- 4, cut to whole
-                                           repeats "23 " so never longer), 20-26 tokens with EOS, no `~`
+    slip    23 23 23 23 23 23 23 25        wrong: 23 repeated (forgets c), then 23+2 = 25: a loop of
+                                           14-20 characters between the first and the last sum (a
+                                           14-22 `~` ramble cut to whole repeats of "23 "), so 20-27
+                                           characters, 21-28 tokens with EOS, and no `~`
 
-So a long wrong answer is ~4x a right one and writes only `0-9` and space; pushing its
-tokens down pushes down tokens a right answer needs (`2`, `3`, space).
+In the corpus (corpus_error 0, seed 0) a slip is 20-27 characters (mean 23.0), a plain
+answer 5-7 (mean 5.2): a long wrong answer is ~4x a right one and writes only `0-9` and
+space, so pushing its tokens down pushes down tokens a right answer needs (`2`, `3`, space).
 """
 from __future__ import annotations
 
