@@ -104,11 +104,15 @@ RULES = ("token", "sequence", "balanced")
 
 # ------------------------------------------------------------------ runs -> tables
 
-def load(runs_dir: str) -> dict:
-    """{rule: {seed: metrics}} of every run under runs_dir (one design)."""
+def load(runs_dir: str, finished_only: bool = True) -> dict:
+    """{rule: {seed: metrics}} of every run under runs_dir (one design); a run still going
+    (fewer logged steps than its --steps) is left out unless finished_only is False."""
+    import run_io
     by_rule = {}
-    for (_, rule), by_seed in paired_stats.load_seed_runs(runs_dir).items():
-        by_rule.setdefault(rule, {}).update(by_seed)
+    for args, metrics in run_io.saved_runs(runs_dir):
+        if finished_only and len(metrics) < args["steps"]:
+            continue
+        by_rule.setdefault(args["aggregator"], {})[args["seed"]] = metrics
     return by_rule
 
 
@@ -187,14 +191,15 @@ def mean_curve(runs: dict, key: str) -> tuple[list[int], list[float]]:
 
 PANELS = [("accuracy", "held-out greedy accuracy", False), ("entropy", "entropy per token", True),
           ("pos_share", "weight share on right answers (own rule)", True), ("len_right", "mean length, right answers", True),
-          ("len_wrong", "mean length, wrong answers", True), ("truncated_frac", "truncated fraction", True)]
+          ("len_wrong", "mean length, wrong answers", True), ("wrong_over_right", "wrong/right mean length", True),
+          ("reward_mean", "sampled reward", True), ("truncated_frac", "truncated fraction", True)]
 
 
 def mechanism_figure(by_rule: dict, path: str, title: str = ""):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7))
     colors = {"token": "tab:red", "sequence": "tab:blue", "balanced": "tab:green"}
     for ax, (key, label, smooth) in zip(axes.flat, PANELS):
         for rule in RULES:
@@ -202,7 +207,7 @@ def mechanism_figure(by_rule: dict, path: str, title: str = ""):
                 continue
             steps, values = mean_curve(by_rule[rule], key)
             ax.plot(steps, _smooth(values) if smooth else values, color=colors[rule], label=rule,
-                    marker=None if smooth else ".", lw=1.4)
+                    marker=None if smooth else ".", lw=1.4, ls="--" if rule == "sequence" else "-")   # seq = BA at 1/2
         ax.set_title(label + (" (10-step mean)" if smooth else ""), fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
