@@ -215,7 +215,7 @@ def mechanism_figure(by_rule: dict, path: str, title: str = ""):
     n = min(len(v) for v in by_rule.values()) if by_rule else 0
     fig.suptitle(f"{title} mean over {n} seeds".strip())
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
