@@ -49,7 +49,7 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
     import lm_setup
     from toy_tasks import length_stats
     from verifier import verify
-    args = design_args(name, seed=seed, eval_prompts=eval_prompts)
+    args = design_args(name, seed=seed, eval_prompts=eval_prompts, cache_dir=cache_dir)
     policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
     lengths, rewards = [], []
     for b in range(batches):

@@ -117,6 +117,9 @@ STEP0_BOUNDS = {
     # loop-gap: measured 0.415 greedy (200 prompts), wrong/right 2.33, std/mean 0.63, right 6.6, wrong 15.4
     "loop-gap": dict(accuracy=(0.30, 0.55), wrong_over_right=(2.0, 3.0), std_over_mean=(0.45, 0.80),
                      len_right=(5.5, 8.0), len_wrong=(12.0, 20.0)),
+    # spread-room: measured 0.435 greedy, wrong/right 1.48, std/mean 0.51, right 11.7, wrong 17.3
+    "spread-room": dict(accuracy=(0.33, 0.55), wrong_over_right=(1.2, 1.8), std_over_mean=(0.42, 0.62),
+                        len_right=(9.0, 14.0), len_wrong=(14.0, 21.0)),
 }
 
 
@@ -133,3 +136,6 @@ def test_named_designs_are_the_pre_registered_settings():
     assert (loop.slip_style, loop.gap_size, loop.warmup_steps, loop.lr, loop.steps) == ("loop", 18, 600, 1e-4, 300)
     assert tc.DESIGNS["loop-gap"]["seeds"] == (0, 1, 2, 3, 4)
     assert _schedule(loop.steps, loop.eval_every, loop.eval_dense_until, loop.eval_dense_every)[:3] == [0, 2, 4]
+    spread = tc.design_args("spread-room")
+    assert (spread.slip_style, spread.gap_size, spread.spread_size, spread.warmup_steps) == ("ramble", 18, 8, 1000)
+    assert tc.DESIGNS["spread-room"]["seeds"] == (5, 6, 7, 8, 9)
