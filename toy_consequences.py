@@ -28,6 +28,8 @@ DESIGNS = {
     "spread-room": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, spread_size=8, force_frac=0.3,
                                    warmup_steps=1000, **COMMON),
                         seeds=(5, 6, 7, 8, 9)),
+    "tilde-gap": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, force_frac=0.3, warmup_steps=600, **COMMON),
+                      seeds=(0, 1, 2, 3, 4)),      # design 1's control: the same with `~` rambles
 }
 
 
