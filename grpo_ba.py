@@ -253,6 +253,7 @@ class Args:
     gap_sign: str = _arg("wrong-long", "toy gap direction: 'wrong-long' (forced slips, then rambling) or 'right-long' (forced re-checks)")
     gap_size: int = _arg(18, "toy: mean ramble length in tokens, i.e. the size of the length gap")
     spread_size: int = _arg(0, "toy, regime gap: half of all responses, right or wrong, ramble this many tokens (the length spread; 0: none)")
+    slip_style: str = _arg("ramble", "toy: what a ramble writes: 'ramble' (the token ~, never in a right answer) or 'loop' (the sum just written, repeated: digits a right answer needs; toy_tasks)")
     force_frac: float = _arg(0.3, "toy: fraction of RL responses whose start the environment forces (regime gap)")
     steps: int = _arg(100, "GRPO steps")
     seed: int = _arg(0, "seed of the RL run (sampling, prompt order); the warm-up has its own seed")
@@ -273,6 +274,8 @@ class Args:
     micro_batch_size: int = _arg(0, "rows per forward/backward pass (0: the whole batch); exact for every rule")
     # ---- evaluation, logging, checkpoints
     eval_every: int = _arg(10, "accuracy on held-out prompts (or --eval-dataset) every N steps (step 0 included)", section="evaluation, logging and checkpoints")
+    eval_dense_until: int = _arg(0, "also evaluate every --eval-dense-every steps up to this step (0: no dense start)")
+    eval_dense_every: int = _arg(2, "the dense start's evaluation interval, up to --eval-dense-until")
     eval_prompts: int = _arg(200, "held-out prompts per evaluation (without --eval-dataset)")
     eval_dataset: tuple = _arg((), "benchmarks to evaluate on instead of held-out prompts: hub ids or local .json/.jsonl/.parquet, "
                                    "several after one flag; each logged as accuracy_<name>, `accuracy` is their mean")
@@ -337,7 +340,7 @@ PRESETS = {
 }
 WARMUP_STEPS = {"gap": 600, "variance": 1000}    # greedy held-out accuracy 0.5-0.6 at step 0 (toy_tasks)
 CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": ("gap", "variance"),
-           "gap_sign": ("wrong-long", "right-long"), "adv_scale": ("std", "none"),
+           "gap_sign": ("wrong-long", "right-long"), "slip_style": ("ramble", "loop"), "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
            "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES}
 
@@ -608,6 +611,13 @@ def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, ev
     return metrics
 
 
+def is_eval_step(step: int, args) -> bool:
+    """Step 0, every --eval-every steps, the last step, and every --eval-dense-every steps
+    up to --eval-dense-until (an early-dense schedule: rules that separate early are seen)."""
+    dense = args.eval_dense_until > 0 and step <= args.eval_dense_until and step % max(1, args.eval_dense_every) == 0
+    return dense or step % args.eval_every == 0 or step == args.steps - 1
+
+
 def seed_step(seed: int, step: int) -> int:
     """Every step reseeds from (seed, step): a resumed run samples what the original would."""
     step_seed = (seed * 1_000_003 + step) % (2**63)
@@ -668,7 +678,7 @@ def train(args: Args, log=print) -> str:
             step_seed = seed_step(args.seed, step)
             generator = torch.Generator().manual_seed(step_seed)
             rows = [task.train[i] for i in torch.randint(len(task.train), (args.prompts_per_step,), generator=generator).tolist()]
-            evaluate_now = step % args.eval_every == 0 or step == args.steps - 1
+            evaluate_now = is_eval_step(step, args)
             metrics = {"step": step, **grpo_step(policy, reference, optimizer, tokenizer, task, rows,
                                                  random.Random(step_seed), args, eval_sets if evaluate_now else None)}
             metrics["step_time"] = time.time() - step_start

@@ -105,6 +105,8 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
 def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> str:
     """Where a warm-up with these settings lives; the settings' hash names it."""
     corpus = {k: v for k, v in vars(world).items() if k != "force_frac"}   # RL-only setting
+    if corpus.get("slip_style") == "ramble":       # the default style keeps the keys (and caches) it had before
+        del corpus["slip_style"]
     key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "version": 7}, sort_keys=True)
     return os.path.join(os.path.expanduser(cache_dir), "warmup-" + hashlib.sha1(key.encode()).hexdigest()[:12])
 
@@ -143,7 +145,8 @@ class Task:
 
 def toy_world(args) -> ToyWorld:
     """The toy environment that grpo_ba.Args describe."""
-    return ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac, spread_size=args.spread_size)
+    return ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac, spread_size=args.spread_size,
+                    slip_style=args.slip_style)
 
 
 def build(args, warmup_steps_by_regime, log=print):

@@ -49,6 +49,24 @@ Two things make the toy teach:
 
 `gap_size` is the mean ramble length in the corpus: the size of the gap.
 `spread_size` is the mean length of the ramble that half of all answers carry.
+
+**Slip style `loop` (issue 24, hypothesis H1).** With `slip_style="ramble"` (the
+default, every regime above) a ramble is `~`, a token right answers never use, so
+pushing long wrong answers down costs a right answer nothing. With
+`slip_style="loop"` every ramble is the sum just written, repeated: the same length
+in characters (at most the ramble's), in the digits and spaces right answers are
+made of. Regime `gap`, gap_size 18, worked example:
+
+    prompt  23+8+2=
+    plain   31 33                          right: 5 characters + EOS = 6 tokens, digits and spaces
+    slip    23 23 23 23 23 23 23 25        wrong: 23 repeated (forgets c), then 23+2 = 25: a loop of
+                                           14-20 characters between the first and the last sum (a
+                                           14-22 `~` ramble cut to whole repeats of "23 "), so 20-27
+                                           characters, 21-28 tokens with EOS, and no `~`
+
+In the corpus (corpus_error 0, seed 0) a slip is 20-27 characters (mean 23.0), a plain
+answer 5-7 (mean 5.2): a long wrong answer is ~4x a right one and writes only `0-9` and
+space, so pushing its tokens down pushes down tokens a right answer needs (`2`, `3`, space).
 """
 from __future__ import annotations
 
@@ -60,6 +78,7 @@ from datasets import Dataset
 
 VOCAB_CHARS = "0123456789+=~? "
 REGIMES = ("gap", "variance")
+SLIP_STYLES = ("ramble", "loop")
 GAP_SIGNS = ("wrong-long", "right-long")
 
 
@@ -93,6 +112,14 @@ def _ramble(rng: random.Random, gap_size: int) -> str:
     return "~" * rng.randint(max(1, gap_size - spread), gap_size + spread)
 
 
+def _loop(rng: random.Random, size: int, number: int) -> str:
+    """A ramble of slip style `loop`: `number` repeated, separated by spaces, as many
+    whole repeats as fit in a `~` ramble's length (at least one). Same draw as _ramble."""
+    length = len(_ramble(rng, size))
+    unit = len(str(number)) + 1                  # "23 "
+    return " ".join([str(number)] * max(1, (length + 1) // unit))
+
+
 @dataclass
 class ToyWorld:
     """The toy environment: its corpus, its forced prefixes, its problems."""
@@ -104,6 +131,7 @@ class ToyWorld:
     habit_slip: float = 0.7     # corpus slip rate on problems with c > d
     plain_slip: float = 0.1     # corpus slip rate on the others
     spread_size: int = 0        # regime gap: half of all responses ramble this long, right or wrong
+    slip_style: str = "ramble"  # "ramble": `~`; "loop": the sum just written, repeated (H1, issue 24)
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -114,6 +142,8 @@ class ToyWorld:
             raise ValueError("force_frac must lie in [0, 1]")
         if self.gap_size < 0 or self.spread_size < 0:
             raise ValueError("gap_size and spread_size cannot be negative")
+        if self.slip_style not in SLIP_STYLES:
+            raise ValueError(f"unknown slip style {self.slip_style!r}; choose from {SLIP_STYLES}")
         if self.spread_size and self.regime != "gap":
             raise ValueError("spread_size is a knob of regime gap (regime variance's spread is gap_size)")
 
@@ -137,15 +167,19 @@ class ToyWorld:
         if slip:
             first, last = a, a + d                                      # repeat a, forget c: wrong
         if self.regime == "variance":                                   # ramble half the time, slip or not
-            return f"{first} {_ramble(rng, self.gap_size)} {last}" if rng.random() < 0.5 else f"{first} {last}"
+            return f"{first} {self._ramble(rng, self.gap_size, first)} {last}" if rng.random() < 0.5 else f"{first} {last}"
         ramble = self.gap_size if slip and self.gap_sign == "wrong-long" else 0   # a slip rambles: wrong and long
         if self.spread_size and rng.random() < 0.5:                     # spread: half ramble, right or wrong
             ramble = max(ramble, self.spread_size)                      # (a longer ramble, 40+, is not learned)
         if ramble:
-            return f"{first} {_ramble(rng, ramble)} {last}"
+            return f"{first} {self._ramble(rng, ramble, first)} {last}"
         if self.gap_sign == "right-long" and rng.random() < 0.05:       # rare: the model should not pick it itself
-            return f"{a + c} {a + c + d}?{_ramble(rng, self.gap_size)}"  # right answer, then a long re-check
+            return f"{a + c} {a + c + d}?{self._ramble(rng, self.gap_size, a + c + d)}"  # right answer, then a long re-check
         return f"{first} {last}"
+
+    def _ramble(self, rng: random.Random, size: int, number: int) -> str:
+        """A ramble of about `size` characters in the world's slip style (after `number`)."""
+        return _loop(rng, size, number) if self.slip_style == "loop" else _ramble(rng, size)
 
     def longest_response(self) -> int:
         """Tokens the longest corpus response can take: the longer ramble with its jitter,

@@ -1,0 +1,241 @@
+"""toy_consequences.py -- issue 24: do the paper's consequences show on the toy?
+
+The toy shows the mechanism of each aggregation rule exactly; this module measures the
+*consequences* the paper reports, on designs written down before they ran
+(docs/toy-designs.md): the last held-out accuracy, the peak, and the drop from the peak
+to the last step, paired by seed between rules (paired_stats.py), and the curves that
+explain them (entropy, the weight on the positive side, right and wrong lengths).
+
+    python toy_consequences.py runs/d1-loop-gap --out runs/d1-loop-gap/report
+
+Each design is a named set of grpo_ba.py flags (DESIGNS); its runs are one directory
+per (rule, seed) under one folder, as docs/toy-designs.md's commands write them.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+import paired_stats
+
+# The designs of docs/toy-designs.md: grpo_ba.py flags beyond --aggregator, --seed and
+# --output-dir, and the RL seeds each was pre-registered with.
+COMMON = dict(lr=1e-4, steps=300, eval_every=10, eval_dense_until=20, eval_dense_every=2, eval_prompts=729)
+DESIGNS = {
+    "loop-gap": dict(flags=dict(regime="gap", slip_style="loop", gap_size=18, force_frac=0.3, warmup_steps=600, **COMMON),
+                     seeds=(0, 1, 2, 3, 4)),
+    "spread-room": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, spread_size=8, force_frac=0.3,
+                                   warmup_steps=1000, **COMMON),
+                        seeds=(5, 6, 7, 8, 9)),
+    "tilde-gap": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, force_frac=0.3, warmup_steps=600, **COMMON),
+                      seeds=(0, 1, 2, 3, 4)),      # design 1's control: the same with `~` rambles
+}
+
+
+def design_args(name: str, **overrides):
+    """grpo_ba.Args of a named design (the rule, seed and output directory are overrides)."""
+    import grpo_ba
+    return grpo_ba.Args(**{**DESIGNS[name]["flags"], **overrides})
+
+
+def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4, eval_prompts: int = 200) -> dict:
+    """The design's step-0 statistics on a fixed seed, as its step-0 rollouts measure them:
+    `batches` batches of P * G sampled responses (forced prefixes included) from the
+    warmed-up policy, and greedy accuracy on the first `eval_prompts` held-out prompts."""
+    import random
+
+    import torch
+
+    import grpo_ba
+    import lm_setup
+    from toy_tasks import length_stats
+    from verifier import verify
+    args = design_args(name, seed=seed, eval_prompts=eval_prompts, cache_dir=cache_dir)
+    policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
+    lengths, rewards = [], []
+    for b in range(batches):
+        step_seed = grpo_ba.seed_step(seed, b)
+        generator = torch.Generator().manual_seed(step_seed)
+        rows = [task.train[i] for i in torch.randint(len(task.train), (args.prompts_per_step,), generator=generator).tolist()]
+        prompts = [r["prompt"] for r in rows for _ in range(args.group_size)]
+        answers = [r["answer"] for r in rows for _ in range(args.group_size)]
+        rng = random.Random(step_seed)
+        forced = [task.forced_prefix(p, rng) for p in prompts]
+        batch = grpo_ba.rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
+        lengths.append(batch.response_mask.sum(1))
+        rewards.append(torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)]))
+    lengths, rewards = torch.cat(lengths), torch.cat(rewards)
+    accuracy = grpo_ba.evaluate(policy, tokenizer, task, task.heldout[:eval_prompts], args)
+    return {**length_stats(lengths, rewards), "reward": rewards.float().mean().item(), "accuracy": accuracy}
+
+
+# ------------------------------------------------------------------ per-run numbers (pre-registered)
+
+def last_accuracy(metrics: list[dict]) -> float:
+    _, acc = paired_stats.evaluations(metrics)
+    return acc[-1] if acc else float("nan")
+
+
+def peak_accuracy(metrics: list[dict]) -> float:
+    """The best held-out accuracy of any evaluation, step 0 included."""
+    _, acc = paired_stats.evaluations(metrics)
+    return max(acc) if acc else float("nan")
+
+
+def peak_to_last_drop(metrics: list[dict]) -> float:
+    """peak - last held-out accuracy: 0 for a run that ends at its best, the size of the
+    fall otherwise (the paper's token-aggregation collapse is a large one)."""
+    return peak_accuracy(metrics) - last_accuracy(metrics)
+
+
+def tail_accuracy(metrics: list[dict], last: int = 5) -> float:
+    """Mean held-out accuracy of the last `last` evaluations (a less noisy 'end')."""
+    _, acc = paired_stats.evaluations(metrics)
+    tail = acc[-last:]
+    return sum(tail) / len(tail) if tail else float("nan")
+
+
+METRICS = [("last_acc", "last held-out acc", last_accuracy),
+           ("peak_acc", "peak held-out acc", peak_accuracy),
+           ("drop", "peak-to-last drop", peak_to_last_drop),
+           ("tail_acc", "mean of the last 5 evals", tail_accuracy),
+           ("acc_area", "area under the acc curve (mean acc)", paired_stats.accuracy_area)]
+RULES = ("token", "sequence", "balanced")
+
+
+# ------------------------------------------------------------------ runs -> tables
+
+def load(runs_dir: str, finished_only: bool = True) -> dict:
+    """{rule: {seed: metrics}} of every run under runs_dir (one design); a run still going
+    (fewer logged steps than its --steps) is left out unless finished_only is False."""
+    import run_io
+    by_rule = {}
+    for args, metrics in run_io.saved_runs(runs_dir):
+        if finished_only and len(metrics) < args["steps"]:
+            continue
+        by_rule.setdefault(args["aggregator"], {})[args["seed"]] = metrics
+    return by_rule
+
+
+def step0_stats(by_rule: dict) -> dict:
+    """Step-0 statistics of the design (the three rules of a seed share step 0)."""
+    runs = [m for by_seed in by_rule.values() for m in by_seed.values() if m]
+    pick = lambda key: paired_stats.mean_finite(m[0].get(key) for m in runs)
+    return {"acc": pick("accuracy"), "wrong_over_right": pick("wrong_over_right"), "std_over_mean": pick("std_over_mean"),
+            "len_right": pick("len_right"), "len_wrong": pick("len_wrong"), "reward": pick("reward_mean")}
+
+
+def per_rule_table(by_rule: dict) -> str:
+    lines = ["| rule | seeds | " + " | ".join(label + " (mean; per seed)" for _, label, _ in METRICS) + " |",
+             "|---|---|" + "---|" * len(METRICS)]
+    for rule in RULES:
+        runs = by_rule.get(rule, {})
+        seeds = sorted(runs)
+        cells = []
+        for _, _, fn in METRICS:
+            values = [fn(runs[s]) for s in seeds]
+            cells.append(f"{paired_stats.mean_finite(values):.3f}; " + " ".join(f"{v:.3f}" for v in values))
+        lines.append(f"| {rule} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def paired_rows(by_rule: dict) -> list[dict]:
+    rows = []
+    for a, b in paired_stats.PAIRS:
+        seeds = sorted(set(by_rule.get(a, {})) & set(by_rule.get(b, {})))
+        if not seeds:
+            continue
+        for key, label, fn in METRICS:
+            d = paired_stats.paired_difference([fn(by_rule[a][s]) for s in seeds], [fn(by_rule[b][s]) for s in seeds])
+            rows.append({"pair": f"{a} - {b}", "metric": label, "key": key, **d})
+    return rows
+
+
+def paired_table(by_rule: dict) -> str:
+    lines = ["| pair | metric | seeds | mean difference [95% interval] | interval excludes 0 |", "|---|---|---|---|---|"]
+    for r in paired_rows(by_rule):
+        verdict = "n/a" if r["low"] is None else ("yes" if r["excludes_zero"] else "no")
+        lines.append(f"| {r['pair']} | {r['metric']} | {r['n']} | {paired_stats._fmt_interval(r)} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def report_text(by_rule: dict) -> str:
+    s = step0_stats(by_rule)
+    return (f"Step 0: greedy held-out accuracy {s['acc']:.3f}, wrong/right {s['wrong_over_right']:.2f} "
+            f"(right {s['len_right']:.1f}, wrong {s['len_wrong']:.1f} tokens), std/mean {s['std_over_mean']:.2f}, "
+            f"sampled reward {s['reward']:.2f} (mean over the runs' step-0 rollouts).\n\n"
+            "Per rule:\n\n" + per_rule_table(by_rule) +
+            "\nPaired by seed (mean [95% Student t interval] of the per-seed difference):\n\n" + paired_table(by_rule))
+
+
+# ------------------------------------------------------------------ the mechanism curves
+
+def _smooth(values, window: int = 10):
+    out = []
+    for i in range(len(values)):
+        chunk = [v for v in values[max(0, i - window + 1):i + 1] if v is not None and math.isfinite(v)]
+        out.append(sum(chunk) / len(chunk) if chunk else float("nan"))
+    return out
+
+
+def mean_curve(runs: dict, key: str) -> tuple[list[int], list[float]]:
+    """Steps and the mean over seeds of metric `key` (steps where it was logged)."""
+    by_step = {}
+    for metrics in runs.values():
+        for m in metrics:
+            v = m.get(key)
+            if v is not None and isinstance(v, (int, float)) and math.isfinite(v):
+                by_step.setdefault(m["step"], []).append(v)
+    steps = sorted(by_step)
+    return steps, [sum(by_step[s]) / len(by_step[s]) for s in steps]
+
+
+PANELS = [("accuracy", "held-out greedy accuracy", False), ("entropy", "entropy per token", True),
+          ("pos_share", "weight share on right answers (own rule)", True), ("len_right", "mean length, right answers", True),
+          ("len_wrong", "mean length, wrong answers", True), ("wrong_over_right", "wrong/right mean length", True),
+          ("reward_mean", "sampled reward", True), ("truncated_frac", "truncated fraction", True)]
+
+
+def mechanism_figure(by_rule: dict, path: str, title: str = ""):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7))
+    colors = {"token": "tab:red", "sequence": "tab:blue", "balanced": "tab:green"}
+    for ax, (key, label, smooth) in zip(axes.flat, PANELS):
+        for rule in RULES:
+            if rule not in by_rule:
+                continue
+            steps, values = mean_curve(by_rule[rule], key)
+            ax.plot(steps, _smooth(values) if smooth else values, color=colors[rule], label=rule,
+                    marker=None if smooth else ".", lw=1.4, ls="--" if rule == "sequence" else "-")   # seq = BA at 1/2
+        ax.set_title(label + (" (10-step mean)" if smooth else ""), fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend()
+    n = min(len(v) for v in by_rule.values()) if by_rule else 0
+    fig.suptitle(f"{title} mean over {n} seeds".strip())
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs_dir")
+    parser.add_argument("--out", default="", help="where consequences.md and mechanism.png go (default: runs_dir)")
+    parser.add_argument("--title", default="")
+    args = parser.parse_args(argv)
+    out = args.out or args.runs_dir
+    os.makedirs(out, exist_ok=True)
+    by_rule = load(args.runs_dir)
+    with open(os.path.join(out, "consequences.md"), "w") as f:
+        f.write(report_text(by_rule))
+    mechanism_figure(by_rule, os.path.join(out, "mechanism.png"), args.title)
+    print(report_text(by_rule))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
