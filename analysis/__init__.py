@@ -4,6 +4,8 @@
 - paired_stats: paired differences between rules with 95% intervals, by seed
 - regime_map: which rule wins where on the toy's (gap, spread) plane (runs a grid of runs)
 - diagnose: the bias of your own rollouts file (--diagnose), as in the paper's figures
+- toy_consequences: the toy designs where the rules' outcomes differ (docs/toy-designs.md):
+  last and peak accuracy, the peak-to-last drop, paired by seed, and the mechanism figure
 
 May import: grpo_ba (the algorithm it measures), plumbing (run_io reads runs) and
 modules of this package. grpo_ba.py imports it only in main(), to dispatch the CLI.

@@ -1,12 +1,12 @@
-"""toy_consequences.py -- issue 24: do the paper's consequences show on the toy?
+"""analysis/toy_consequences.py -- do the paper's consequences show on the toy?
 
 The toy shows the mechanism of each aggregation rule exactly; this module measures the
 *consequences* the paper reports, on designs written down before they ran
 (docs/toy-designs.md): the last held-out accuracy, the peak, and the drop from the peak
-to the last step, paired by seed between rules (paired_stats.py), and the curves that
+to the last step, paired by seed between rules (analysis/paired_stats.py), and the curves that
 explain them (entropy, the weight on the positive side, right and wrong lengths).
 
-    python toy_consequences.py runs/d1-loop-gap --out runs/d1-loop-gap/report
+    python -m analysis.toy_consequences runs/d1-loop-gap --out runs/d1-loop-gap/report
 
 Each design is a named set of grpo_ba.py flags (DESIGNS); its runs are one directory
 per (rule, seed) under one folder, as docs/toy-designs.md's commands write them.
@@ -17,7 +17,7 @@ import argparse
 import math
 import os
 
-import paired_stats
+from analysis import paired_stats
 
 # The designs of docs/toy-designs.md: grpo_ba.py flags beyond --aggregator, --seed and
 # --output-dir, and the RL seeds each was pre-registered with.
@@ -48,7 +48,7 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
     import torch
 
     import grpo_ba
-    import lm_setup
+    from plumbing import lm_setup
     from toy_tasks import length_stats
     from verifier import verify
     args = design_args(name, seed=seed, eval_prompts=eval_prompts, cache_dir=cache_dir)
@@ -109,7 +109,7 @@ RULES = ("token", "sequence", "balanced")
 def load(runs_dir: str, finished_only: bool = True) -> dict:
     """{rule: {seed: metrics}} of every run under runs_dir (one design); a run still going
     (fewer logged steps than its --steps) is left out unless finished_only is False."""
-    import run_io
+    from plumbing import run_io
     by_rule = {}
     for args, metrics in run_io.saved_runs(runs_dir):
         if finished_only and len(metrics) < args["steps"]:

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import toy_consequences as tc
+from analysis import toy_consequences as tc
 from grpo_ba import is_eval_step, parse_args
 from toy_tasks import ToyWorld, make_problems, warmup_corpus
 
@@ -41,7 +41,7 @@ def test_loop_slip_style_worked_example():
 
 
 def test_default_slip_style_keeps_the_tilde_corpus_and_its_warmup_cache_key():
-    import lm_setup
+    from plumbing import lm_setup
     train, _ = make_problems()
     world = ToyWorld("gap")
     assert world.slip_style == "ramble"
@@ -59,7 +59,7 @@ def test_unknown_slip_style_is_refused():
 
 
 def test_slip_style_flag_reaches_the_world():
-    import lm_setup
+    from plumbing import lm_setup
     assert lm_setup.toy_world(parse_args(["--slip-style", "loop"])).slip_style == "loop"
     assert lm_setup.toy_world(parse_args([])).slip_style == "ramble"
 
