@@ -120,6 +120,9 @@ STEP0_BOUNDS = {
     # spread-room: measured 0.435 greedy, wrong/right 1.48, std/mean 0.51, right 11.7, wrong 17.3
     "spread-room": dict(accuracy=(0.33, 0.55), wrong_over_right=(1.2, 1.8), std_over_mean=(0.42, 0.62),
                         len_right=(9.0, 14.0), len_wrong=(14.0, 21.0)),
+    # tilde-gap (design 1's control): measured 0.530 greedy, wrong/right 2.87, std/mean 0.61, right 6.4, wrong 18.5
+    "tilde-gap": dict(accuracy=(0.42, 0.65), wrong_over_right=(2.3, 3.5), std_over_mean=(0.45, 0.80),
+                      len_right=(5.5, 8.0), len_wrong=(15.0, 22.0)),
 }
 
 
