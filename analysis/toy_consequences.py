@@ -226,13 +226,14 @@ def main(argv=None) -> int:
     parser.add_argument("runs_dir")
     parser.add_argument("--out", default="", help="where consequences.md and mechanism.png go (default: runs_dir)")
     parser.add_argument("--title", default="")
+    parser.add_argument("--figure", default="", help="where the mechanism figure goes (default: <out>/mechanism.png)")
     args = parser.parse_args(argv)
     out = args.out or args.runs_dir
     os.makedirs(out, exist_ok=True)
     by_rule = load(args.runs_dir)
     with open(os.path.join(out, "consequences.md"), "w") as f:
         f.write(report_text(by_rule))
-    mechanism_figure(by_rule, os.path.join(out, "mechanism.png"), args.title)
+    mechanism_figure(by_rule, args.figure or os.path.join(out, "mechanism.png"), args.title)
     print(report_text(by_rule))
     return 0
 

@@ -50,7 +50,7 @@ Two things make the toy teach:
 `gap_size` is the mean ramble length in the corpus: the size of the gap.
 `spread_size` is the mean length of the ramble that half of all answers carry.
 
-**Slip style `loop` (issue 24, hypothesis H1).** With `slip_style="ramble"` (the
+**Slip style `loop` (hypothesis H1 of docs/toy-designs.md).** With `slip_style="ramble"` (the
 default, every regime above) a ramble is `~`, a token right answers never use, so
 pushing long wrong answers down costs a right answer nothing. With
 `slip_style="loop"` every ramble is the sum just written, repeated: the same length
@@ -131,7 +131,7 @@ class ToyWorld:
     habit_slip: float = 0.7     # corpus slip rate on problems with c > d
     plain_slip: float = 0.1     # corpus slip rate on the others
     spread_size: int = 0        # regime gap: half of all responses ramble this long, right or wrong
-    slip_style: str = "ramble"  # "ramble": `~`; "loop": the sum just written, repeated (H1, issue 24)
+    slip_style: str = "ramble"  # "ramble": `~`; "loop": the sum just written, repeated (H1, docs/toy-designs.md)
 
     def __post_init__(self):
         if self.regime not in REGIMES:
