@@ -590,16 +590,29 @@ def evaluate(policy, tokenizer, task, rows, args) -> float:
     return sum(verdicts) / len(verdicts)
 
 
-def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, eval_sets=None) -> dict:
-    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update;
-    first, if given, avg@K on each eval set {metric name: rows} and `accuracy`, their mean."""
+def step_rows(task, step_seed: int, args) -> list:
+    """The P prompt rows of a step, drawn from its seed: a resumed run draws the same."""
+    generator = torch.Generator().manual_seed(step_seed)
+    return [task.train[i] for i in torch.randint(len(task.train), (args.prompts_per_step,), generator=generator).tolist()]
+
+
+def sample_groups(policy, tokenizer, task, rows, rng, args):
+    """G rollouts of each of the P rows (groups contiguous) and their rewards (B,);
+    `rng` draws the environment's forced prefixes. -> (Rollout, rewards, forced prefixes)."""
     G = args.group_size
-    prompts = [r["prompt"] for r in rows for _ in range(G)]                          # groups are contiguous
+    prompts = [r["prompt"] for r in rows for _ in range(G)]
     answers = [r["answer"] for r in rows for _ in range(G)]
     forced = [task.forced_prefix(p, rng) for p in prompts]
     policy.eval()
     batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
     rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
+    return batch, rewards, forced
+
+
+def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, eval_sets=None) -> dict:
+    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update;
+    first, if given, avg@K on each eval set {metric name: rows} and `accuracy`, their mean."""
+    batch, rewards, forced = sample_groups(policy, tokenizer, task, rows, rng, args)
     metrics = step_diagnostics(rewards, batch.response_mask.cpu(), args)
     if eval_sets:
         scores = {name: evaluate(policy, tokenizer, task, eval_rows, args) for name, eval_rows in eval_sets.items()}
@@ -676,8 +689,7 @@ def train(args: Args, log=print) -> str:
         for step in bar:
             step_start = time.time()
             step_seed = seed_step(args.seed, step)
-            generator = torch.Generator().manual_seed(step_seed)
-            rows = [task.train[i] for i in torch.randint(len(task.train), (args.prompts_per_step,), generator=generator).tolist()]
+            rows = step_rows(task, step_seed, args)
             evaluate_now = is_eval_step(step, args)
             metrics = {"step": step, **grpo_step(policy, reference, optimizer, tokenizer, task, rows,
                                                  random.Random(step_seed), args, eval_sets if evaluate_now else None)}

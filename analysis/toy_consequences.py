@@ -50,21 +50,15 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
     import grpo_ba
     from plumbing import lm_setup
     from toy_tasks import length_stats
-    from verifier import verify
     args = design_args(name, seed=seed, eval_prompts=eval_prompts, cache_dir=cache_dir)
     policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
     lengths, rewards = [], []
-    for b in range(batches):
+    for b in range(batches):                       # what steps 0..batches-1 of a run sample, before any update
         step_seed = grpo_ba.seed_step(seed, b)
-        generator = torch.Generator().manual_seed(step_seed)
-        rows = [task.train[i] for i in torch.randint(len(task.train), (args.prompts_per_step,), generator=generator).tolist()]
-        prompts = [r["prompt"] for r in rows for _ in range(args.group_size)]
-        answers = [r["answer"] for r in rows for _ in range(args.group_size)]
-        rng = random.Random(step_seed)
-        forced = [task.forced_prefix(p, rng) for p in prompts]
-        batch = grpo_ba.rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
+        batch, batch_rewards, _ = grpo_ba.sample_groups(policy, tokenizer, task, grpo_ba.step_rows(task, step_seed, args),
+                                                        random.Random(step_seed), args)
         lengths.append(batch.response_mask.sum(1))
-        rewards.append(torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)]))
+        rewards.append(batch_rewards)
     lengths, rewards = torch.cat(lengths), torch.cat(rewards)
     accuracy = grpo_ba.evaluate(policy, tokenizer, task, task.heldout[:eval_prompts], args)
     return {**length_stats(lengths, rewards), "reward": rewards.float().mean().item(), "accuracy": accuracy}

@@ -8,7 +8,18 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import importlib.util
+
 import pytest
+
+# An interpreter without the project's packages gets one line saying what to install,
+# instead of an ImportError per test file.
+_MISSING = [name for name in ("torch", "transformers", "datasets", "sympy", "matplotlib")
+            if importlib.util.find_spec(name) is None]
+if _MISSING:
+    pytest.exit(f"{sys.executable} lacks {', '.join(_MISSING)}: install the packages first with the README's test "
+                f"command (pip install -r requirements.txt -r requirements-dev.txt ... -c requirements-lock.txt)",
+                returncode=4)
 
 
 @pytest.fixture(scope="session")
