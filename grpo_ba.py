@@ -4,9 +4,11 @@ A reference implementation to read beside *Balanced Aggregation: Understanding a
 Fixing Aggregation Bias in GRPO* (arXiv 2605.04077). The math, with its derivations, is
 stated in docs/method.md; docstrings cite its sections ("docs/method.md §2").
 
-    python grpo_ba.py                                  # demo: warm-up, then token / sequence / balanced
+    python grpo_ba.py                                  # demo: warm-up, then token / sequence / balanced (design demo)
+    python grpo_ba.py --design loop-gap                # token aggregation's failure, 300 steps (docs/toy-designs.md)
+    python grpo_ba.py --design loop-gap --sweep        # a whole design: its 5 seeds x 3 rules, paired report
     python grpo_ba.py --aggregator balanced --regime variance --steps 200
-    python grpo_ba.py --sweep                          # 2 regimes x 3 rules x 5 seeds, figures + table
+    python grpo_ba.py --sweep                          # the plain toy: 2 regimes x 3 rules x 5 seeds, figures + table
     python grpo_ba.py --regime-map --seeds 3           # which rule wins where on the (gap, spread) plane
     python grpo_ba.py --plot-only runs/sweep           # redraw figures from saved metrics
     python grpo_ba.py --preset qwen3-1.7b --model Qwen/Qwen3-1.7B --dataset data.jsonl   # one GPU
@@ -46,7 +48,7 @@ import torch
 from tqdm import tqdm
 
 from plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines, run_io
-from toy_tasks import length_stats
+from toy_tasks import designs, length_stats
 from verifier import verify
 
 # =====================================================================================
@@ -249,6 +251,9 @@ def _arg(default, help, section=None):  # noqa: A002
 class Args:
     # ---- what to run
     aggregator: str = _arg("all", "token | sequence | balanced (docs/method.md §2); 'all' runs the demo: the three rules from the same weights and seed", section="what to run")
+    design: str = _arg(designs.AUTO, "toy design whose flags become the defaults, typed flags still win (toy_tasks/designs.py, "
+                                     "docs/toy-designs.md); plain: none, the defaults shown here; auto: demo for the demo "
+                                     "(no --aggregator, --sweep, --regime-map, --model), plain otherwise")
     regime: str = _arg("gap", "toy regime: 'gap' (right and wrong answers differ in length) or 'variance' (lengths spread, no gap)")
     gap_sign: str = _arg("wrong-long", "toy gap direction: 'wrong-long' (forced slips, then rambling) or 'right-long' (forced re-checks)")
     gap_size: int = _arg(18, "toy: mean ramble length in tokens, i.e. the size of the length gap")
@@ -295,7 +300,7 @@ class Args:
     threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 2; with --model every available core)")
     # ---- sweep and plots (analysis/plots.py)
     sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (analysis/plots.py)")
-    seeds: int = _arg(5, "seeds per (regime, rule) in --sweep; rules are compared paired by seed (analysis/paired_stats.py)")
+    seeds: int = _arg(5, "seeds per (regime, rule) in --sweep (with --design: the design's own seeds); rules are compared paired by seed (analysis/paired_stats.py)")
     regime_map: bool = _arg(False, "map which rule wins where: --map-gap-sizes x --map-spread-sizes toy cells x three rules x --seeds seeds, "
                                    "then regime_map.png and regime_map.md (analysis/regime_map.py); run it again to go on after a stop")
     map_gap_sizes: tuple = _arg(("0", "9", "18"), "--regime-map: the cells' --gap-size values (0: no gap)")
@@ -342,7 +347,8 @@ WARMUP_STEPS = {"gap": 600, "variance": 1000}    # greedy held-out accuracy 0.5-
 CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": ("gap", "variance"),
            "gap_sign": ("wrong-long", "right-long"), "slip_style": ("ramble", "loop"), "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
-           "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES}
+           "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES,
+           "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS)}
 
 
 class UsageError(ValueError):
@@ -366,9 +372,10 @@ def _build_parser() -> _Parser:
         else:
             kind = {"int": int, "float": float, "str": str, "tuple": str}[f.type if isinstance(f.type, str) else f.type.__name__]
             text = f.metadata["help"]
-            if f.name == "preset":                   # show every value a preset sets
+            shown = {"preset": PRESETS, "design": {n: d["flags"] for n, d in designs.DESIGNS.items()}}.get(f.name, {})
+            if shown:                                # show every value a preset or a design sets
                 text += "; " + "; ".join(f"{name}: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in values.items())
-                                         for name, values in PRESETS.items())
+                                         for name, values in shown.items())
             group.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=text,
                                 nargs="+" if kind is str and f.type in ("tuple", tuple) else None)   # several values
     return parser
@@ -376,9 +383,21 @@ def _build_parser() -> _Parser:
 
 def parse_args(argv=None) -> Args:
     parser = _build_parser()
-    preset, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**PRESETS.get(preset.preset, {}))   # preset values are defaults; flags win
-    return Args(**vars(parser.parse_args(argv)))
+    known, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**PRESETS.get(known.preset, {}))    # preset values are defaults; flags win
+    design = chosen_design(known)
+    parser.set_defaults(**designs.design_flags(design))     # and so are a toy design's
+    return dataclasses.replace(Args(**vars(parser.parse_args(argv))), design=design)
+
+
+def chosen_design(flags) -> str:
+    """The toy design a command line runs: --design as typed, or for 'auto' the demo's
+    design when it runs the demo on the toy, none otherwise."""
+    if flags.design != designs.AUTO:
+        return flags.design
+    demo = flags.aggregator == "all" and not (flags.sweep or flags.regime_map or flags.model or flags.plot_only
+                                              or flags.resume or flags.diagnose or flags.preset)
+    return designs.DEMO if demo else designs.NO_DESIGN
 
 
 def given_flags(argv=None) -> dict:
@@ -410,6 +429,14 @@ def check_args(args: Args):
         raise UsageError("--eval-temperature, --lora-rank and --lora-alpha cannot be negative")
     if args.dataset and not args.model:
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
+    designed = args.design not in (designs.AUTO, designs.NO_DESIGN)
+    if designed and (args.model or args.regime_map):
+        raise UsageError(f"--design {args.design} sets the toy's knobs; it cannot run with "
+                         f"{'--model' if args.model else '--regime-map'} (add --design plain)")
+    if args.spread_size and args.regime != "gap":
+        raise UsageError(f"--spread-size is a knob of regime gap, not {args.regime}"
+                         + (f" (design {args.design} sets --spread-size {args.spread_size}: add --design plain "
+                            "for the plain toy)" if designed else ""))
 
 
 # =====================================================================================
@@ -731,26 +758,35 @@ def run_demo(args: Args, log=print) -> str:
     --model as loaded), one run directory each; returns their parent directory (main()
     draws its figures and table)."""
     label = run_io.run_label(dataclasses.asdict(args))                  # the toy's regime, or the model's name
-    base = args.output_dir or ("runs/demo" if not args.model else os.path.join("runs", label))
+    if args.model:
+        base = args.output_dir or os.path.join("runs", label)
+    else:                                   # a design's demo is seed 0 of its --sweep, in the same place
+        named = args.design in designs.DESIGNS and args.design != designs.DEMO
+        base = args.output_dir or (f"runs/{args.design}" if named else "runs/demo")
     for rule in AGGREGATORS:
         train(dataclasses.replace(args, aggregator=rule, output_dir=os.path.join(base, f"{label}-{rule}-s{args.seed}")), log)
     return base
 
 
 def run_sweep(args: Args, log=print) -> str:
-    """Both regimes x three rules x --seeds seeds, one after another (the two vCPUs
-    behave like one core); returns the sweep's directory (main() draws its figures and table)."""
-    base = args.output_dir or "runs/sweep"
-    for regime in ("gap", "variance"):
-        for seed in range(args.seeds):
-            for rule in AGGREGATORS:
-                out = os.path.join(base, f"{regime}-{rule}-s{seed}")
-                status = run_io.run_status(out, args.steps, log)     # restores lines a power cut lost
-                if status == "finished":
-                    log(f"skip {out}: already complete")
-                    continue
-                train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out,
-                                          resume=out if status == "resume" else ""), log)
+    """Both regimes x three rules x --seeds seeds, or with --design that design's seeds x
+    three rules, one run after another (the two vCPUs behave like one core); returns the
+    sweep's directory (main() draws its figures and table)."""
+    if args.design in designs.DESIGNS:
+        base = args.output_dir or f"runs/{args.design}"
+        plan = [(args.regime, seed) for seed in designs.DESIGNS[args.design]["seeds"]]
+    else:
+        base = args.output_dir or "runs/sweep"
+        plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(args.seeds)]
+    for regime, seed in plan:
+        for rule in AGGREGATORS:
+            out = os.path.join(base, f"{regime}-{rule}-s{seed}")
+            status = run_io.run_status(out, args.steps, log)         # restores lines a power cut lost
+            if status == "finished":
+                log(f"skip {out}: already complete")
+                continue
+            train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out,
+                                      resume=out if status == "resume" else ""), log)
     return base
 
 
@@ -779,7 +815,11 @@ def main(argv=None) -> int:
             regime_map.run_map(args)
         elif args.sweep or args.aggregator == "all":
             from analysis import plots                 # figures and table of the runs just trained
-            plots.report(run_sweep(args) if args.sweep else run_demo(args), args.figures_dir or None)
+            base = run_sweep(args) if args.sweep else run_demo(args)
+            plots.report(base, args.figures_dir or None)
+            if args.design in designs.DESIGNS:         # and a design's paired report with its mechanism figure
+                from analysis import toy_consequences
+                toy_consequences.report(base, args.figures_dir or base, title=f"Design {args.design}:")
         else:
             args.output_dir = args.output_dir or f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
             train(args)

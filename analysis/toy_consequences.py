@@ -8,8 +8,9 @@ explain them (entropy, the weight on the positive side, right and wrong lengths)
 
     python -m analysis.toy_consequences runs/d1-loop-gap --out runs/d1-loop-gap/report
 
-Each design is a named set of grpo_ba.py flags (DESIGNS); its runs are one directory
-per (rule, seed) under one folder, as docs/toy-designs.md's commands write them.
+Each design is a named set of grpo_ba.py flags (toy_tasks/designs.py); its runs are one
+directory per (rule, seed) under one folder, as `python grpo_ba.py --design NAME --sweep`
+writes them (that command also writes this report).
 """
 from __future__ import annotations
 
@@ -18,25 +19,13 @@ import math
 import os
 
 from analysis import paired_stats
-
-# The designs of docs/toy-designs.md: grpo_ba.py flags beyond --aggregator, --seed and
-# --output-dir, and the RL seeds each was pre-registered with.
-COMMON = dict(lr=1e-4, steps=300, eval_every=10, eval_dense_until=20, eval_dense_every=2, eval_prompts=729)
-DESIGNS = {
-    "loop-gap": dict(flags=dict(regime="gap", slip_style="loop", gap_size=18, force_frac=0.3, warmup_steps=600, **COMMON),
-                     seeds=(0, 1, 2, 3, 4)),
-    "spread-room": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, spread_size=8, force_frac=0.3,
-                                   warmup_steps=1000, **COMMON),
-                        seeds=(5, 6, 7, 8, 9)),
-    "tilde-gap": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, force_frac=0.3, warmup_steps=600, **COMMON),
-                      seeds=(0, 1, 2, 3, 4)),      # design 1's control: the same with `~` rambles
-}
+from toy_tasks.designs import DESIGNS
 
 
 def design_args(name: str, **overrides):
     """grpo_ba.Args of a named design (the rule, seed and output directory are overrides)."""
     import grpo_ba
-    return grpo_ba.Args(**{**DESIGNS[name]["flags"], **overrides})
+    return grpo_ba.Args(**{**DESIGNS[name]["flags"], "design": name, **overrides})
 
 
 def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4, eval_prompts: int = 200) -> dict:
@@ -215,6 +204,23 @@ def mechanism_figure(by_rule: dict, path: str, title: str = ""):
     plt.close(fig)
 
 
+def report(runs_dir: str, out: str, figure: str = "", title: str = "", log=print) -> str:
+    """consequences.md (step 0, per rule, paired) and the mechanism figure of one design's
+    runs; returns the report's text."""
+    os.makedirs(out, exist_ok=True)
+    by_rule = load(runs_dir)
+    if not by_rule:
+        raise ValueError(f"no finished runs (args.json + metrics.jsonl) under {runs_dir!r}")
+    text = report_text(by_rule)
+    with open(os.path.join(out, "consequences.md"), "w") as f:
+        f.write(text)
+    figure = figure or os.path.join(out, "mechanism.png")
+    mechanism_figure(by_rule, figure, title)
+    log(text)
+    log(f"wrote {os.path.join(out, 'consequences.md')}, {figure}")
+    return text
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs_dir")
@@ -222,13 +228,7 @@ def main(argv=None) -> int:
     parser.add_argument("--title", default="")
     parser.add_argument("--figure", default="", help="where the mechanism figure goes (default: <out>/mechanism.png)")
     args = parser.parse_args(argv)
-    out = args.out or args.runs_dir
-    os.makedirs(out, exist_ok=True)
-    by_rule = load(args.runs_dir)
-    with open(os.path.join(out, "consequences.md"), "w") as f:
-        f.write(report_text(by_rule))
-    mechanism_figure(by_rule, args.figure or os.path.join(out, "mechanism.png"), args.title)
-    print(report_text(by_rule))
+    report(args.runs_dir, args.out or args.runs_dir, args.figure, args.title)
     return 0
 
 

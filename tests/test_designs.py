@@ -1,0 +1,85 @@
+"""--design: a toy design's flags become grpo_ba.py's defaults (toy_tasks/designs.py);
+the demo runs design `demo`, everything else the plain toy unless told otherwise."""
+import json
+
+import pytest
+
+import grpo_ba
+from grpo_ba import main, parse_args
+from toy_tasks import designs
+
+
+def test_the_demo_runs_design_demo_and_typed_flags_win():
+    args = parse_args([])
+    assert args.design == "demo" and args.aggregator == "all"
+    assert (args.spread_size, args.gap_size, args.warmup_steps, args.steps, args.eval_prompts) == (8, 18, 1000, 30, 729)
+    typed = parse_args(["--steps", "60", "--spread-size", "4"])
+    assert (typed.design, typed.steps, typed.spread_size, typed.warmup_steps) == ("demo", 60, 4, 1000)
+
+
+@pytest.mark.parametrize("argv", [["--aggregator", "token"], ["--sweep"], ["--regime-map"], ["--design", "plain"],
+                                  ["--plot-only", "runs"]])
+def test_everything_but_the_demo_keeps_the_plain_toy(argv):
+    args = parse_args(argv)
+    plain = grpo_ba.Args()
+    assert args.design == "plain"
+    assert (args.spread_size, args.warmup_steps, args.steps, args.eval_prompts) == (
+        plain.spread_size, plain.warmup_steps, plain.steps, plain.eval_prompts)
+
+
+def test_demo_design_is_spread_room_cut_to_30_steps():
+    demo, spread = designs.design_flags("demo"), designs.design_flags("spread-room")
+    toy_knobs = ("regime", "slip_style", "gap_size", "spread_size", "force_frac", "warmup_steps", "lr", "eval_prompts")
+    assert {k: demo[k] for k in toy_knobs} == {k: spread[k] for k in toy_knobs}
+    assert (demo["steps"], spread["steps"]) == (30, 300)
+    schedule = [s for s in range(demo["steps"]) if grpo_ba.is_eval_step(s, parse_args([]))]
+    assert schedule == [0, 2, 4, 5, 6, 8, 10, 15, 20, 25, 29]       # the pre-registered flags' schedule
+
+
+def test_a_named_design_sets_its_knobs_for_a_single_rule_too():
+    args = parse_args(["--design", "loop-gap", "--aggregator", "token", "--seed", "3"])
+    assert (args.slip_style, args.gap_size, args.warmup_steps, args.steps, args.seed) == ("loop", 18, 600, 300, 3)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--regime", "variance"], "design demo sets --spread-size 8: add --design plain"),
+    (["--design", "loop-gap", "--model", "some/model"], "cannot run with --model"),
+    (["--design", "spread-room", "--regime-map"], "cannot run with --regime-map"),
+    (["--design", "no-such-design"], "invalid choice"),
+])
+def test_a_design_that_cannot_apply_is_refused_in_one_line(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+
+
+def test_design_sweep_trains_the_design_seeds_under_three_rules(tmp_path, monkeypatch):
+    trained = []
+    monkeypatch.setattr(grpo_ba, "train", lambda args, log=print: trained.append(args) or args.output_dir)
+    args = parse_args(["--design", "loop-gap", "--sweep", "--output-dir", str(tmp_path)])
+    assert grpo_ba.run_sweep(args, log=lambda *a: None) == str(tmp_path)
+    assert [(a.seed, a.aggregator) for a in trained] == [(s, r) for s in (0, 1, 2, 3, 4)
+                                                         for r in ("token", "sequence", "balanced")]
+    assert {a.output_dir for a in trained} == {str(tmp_path / f"gap-{r}-s{s}") for s in range(5)
+                                                for r in ("token", "sequence", "balanced")}
+    assert {(a.slip_style, a.steps, a.design) for a in trained} == {("loop", 300, "loop-gap")}
+
+
+def test_a_design_demo_goes_where_its_sweep_puts_seed_0(monkeypatch):
+    trained = []
+    monkeypatch.setattr(grpo_ba, "train", lambda args, log=print: trained.append(args.output_dir))
+    assert grpo_ba.run_demo(parse_args(["--design", "tilde-gap"]), log=lambda *a: None) == "runs/tilde-gap"
+    assert trained == [f"runs/tilde-gap/gap-{r}-s0" for r in ("token", "sequence", "balanced")]
+    trained.clear()
+    assert grpo_ba.run_demo(parse_args([]), log=lambda *a: None) == "runs/demo"
+
+
+def test_the_demo_trains_its_design_and_writes_the_mechanism_report(tmp_path, cache_dir):
+    # --spread-size 0 and a 300-step warm-up share the cached policy of the other tests
+    flags = ["--steps", "2", "--group-size", "4", "--prompts-per-step", "2", "--max-new-tokens", "28",
+             "--eval-prompts", "4", "--warmup-steps", "300", "--spread-size", "0", "--threads", "1"]
+    assert main(flags + ["--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "gap-balanced-s0" / "args.json").read_text())
+    assert (saved["design"], saved["eval_dense_until"], saved["eval_every"]) == ("demo", 10, 5)
+    assert (tmp_path / "consequences.md").exists() and (tmp_path / "mechanism.png").exists()
+    assert (tmp_path / "training_gap.png").exists()
