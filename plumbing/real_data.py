@@ -196,7 +196,7 @@ def read_records(source: str, split: str = "train"):
             raise SetupError(f"dataset file {source!r} does not exist")
         if extension != ".parquet":
             return _read_json_records(source)
-        from datasets import load_dataset
+        load_dataset = _quiet_load_dataset()
         try:
             data = load_dataset("parquet", data_files=source, split="train")
         except Exception as err:                          # not Parquet, truncated ...
@@ -204,12 +204,20 @@ def read_records(source: str, split: str = "train"):
     elif os.path.exists(source):
         raise SetupError(f"dataset {source!r}: use a .json, .jsonl or .parquet file")
     else:
-        from datasets import load_dataset
+        load_dataset = _quiet_load_dataset()
         try:
             data = load_dataset(source, split=split)
         except Exception as err:                          # offline, unknown id, bad split ...
             raise SetupError(f"cannot load dataset {source!r}: {str(err).splitlines()[0]}") from None
     return [(f"row {n}", row, None) for n, row in enumerate(data, 1)]
+
+
+def _quiet_load_dataset():
+    """datasets.load_dataset without per-load progress bars (they would drown the training
+    log). Imported here, not at the top: `datasets` adds about a second to every start."""
+    import datasets
+    datasets.disable_progress_bars()
+    return datasets.load_dataset
 
 
 def _column(record: dict, dotted: str):

@@ -1,7 +1,5 @@
 """--design: a toy design's flags become grpo_ba.py's defaults (toy_tasks/designs.py);
 the demo runs design `demo`, everything else the plain toy unless told otherwise."""
-import json
-
 import pytest
 
 import grpo_ba
@@ -73,13 +71,3 @@ def test_a_design_demo_goes_where_its_sweep_puts_seed_0(monkeypatch):
     trained.clear()
     assert grpo_ba.run_demo(parse_args([]), log=lambda *a: None) == "runs/demo"
 
-
-def test_the_demo_trains_its_design_and_writes_the_mechanism_report(tmp_path, cache_dir):
-    # --spread-size 0 and a 300-step warm-up share the cached policy of the other tests
-    flags = ["--steps", "2", "--group-size", "4", "--prompts-per-step", "2", "--max-new-tokens", "28",
-             "--eval-prompts", "4", "--warmup-steps", "300", "--spread-size", "0", "--threads", "1"]
-    assert main(flags + ["--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
-    saved = json.loads((tmp_path / "gap-balanced-s0" / "args.json").read_text())
-    assert (saved["design"], saved["eval_dense_until"], saved["eval_every"]) == ("demo", 10, 5)
-    assert (tmp_path / "consequences.md").exists() and (tmp_path / "mechanism.png").exists()
-    assert (tmp_path / "training_gap.png").exists()

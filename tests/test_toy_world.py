@@ -126,3 +126,16 @@ def test_spread_size_belongs_to_regime_gap():
         ToyWorld("variance", spread_size=8)
     with pytest.raises(ValueError, match="negative"):
         ToyWorld("gap", spread_size=-1)
+
+
+def test_warmup_batches_hold_each_pair_as_the_tokenizer_encodes_it_row_by_row():
+    from plumbing.lm_setup import char_tokenizer, encode_pairs
+    tokenizer = char_tokenizer()
+    pairs = [("57+6+3=", "63 66"), ("23+8+2=", "23 ~~~~~~~~~~~~~~~ 25"), ("10+1+1=", "11 12")]
+    input_ids, labels = encode_pairs(tokenizer, pairs, width=16)                    # the second row is cut
+    for row, (prompt, response) in enumerate(pairs):
+        p = [tokenizer.bos_token_id] + tokenizer.encode(prompt)
+        ids = (p + tokenizer.encode(response) + [tokenizer.eos_token_id])[:16]
+        assert input_ids[row].tolist() == ids + [tokenizer.pad_token_id] * (16 - len(ids))
+        assert labels[row].tolist() == [-100] * len(p) + ids[len(p):] + [-100] * (16 - len(ids))
+    assert tokenizer.decode([t for t in labels[0].tolist() if t >= 0]) == "63 66<eos>"

@@ -1,4 +1,5 @@
-"""Toy arithmetic tasks whose right and wrong answers differ in length (see arithmetic.py)."""
+"""Toy arithmetic tasks whose right and wrong answers differ in length (arithmetic.py), and
+the named designs of docs/toy-designs.md built on them, as grpo_ba.py flags (designs.py)."""
 from toy_tasks.arithmetic import (ToyWorld, VOCAB_CHARS, length_stats, make_problems,
                                   warmup_corpus)
 

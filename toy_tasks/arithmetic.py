@@ -74,7 +74,6 @@ import random
 from dataclasses import dataclass
 
 import torch
-from datasets import Dataset
 
 VOCAB_CHARS = "0123456789+=~? "
 REGIMES = ("gap", "variance")
@@ -82,9 +81,10 @@ SLIP_STYLES = ("ramble", "loop")
 GAP_SIGNS = ("wrong-long", "right-long")
 
 
-def make_problems(seed: int = 0, heldout_fraction: float = 0.1) -> tuple[Dataset, Dataset]:
+def make_problems(seed: int = 0, heldout_fraction: float = 0.1):
     """All 90 * 9 * 9 problems `ab+c+d=`, shuffled by `seed`, split into disjoint
     train and held-out `datasets.Dataset`s with columns `prompt` and `answer`."""
+    from datasets import Dataset             # here: importing datasets adds about a second to every start
     problems = [(a, c, d) for a in range(10, 100) for c in range(1, 10) for d in range(1, 10)]
     random.Random(seed).shuffle(problems)
     n_heldout = int(len(problems) * heldout_fraction)
