@@ -803,23 +803,19 @@ def main(argv=None) -> int:
             args = Args(**run_io.resumed_args(args.resume, given_flags(argv), defaults))
             check_args(args)
             train(args)
-        elif args.plot_only:
-            from analysis import regime_map
-            if os.path.exists(os.path.join(args.plot_only, regime_map.INDEX_FILE)):
-                regime_map.report(args.plot_only, args.figures_dir or None)
-            else:
-                from analysis import plots
-                plots.report(args.plot_only, args.figures_dir or None)
-        elif args.regime_map:
+        elif args.regime_map and not args.plot_only:
             from analysis import regime_map
             regime_map.run_map(args)
-        elif args.sweep or args.aggregator == "all":
-            from analysis import plots                 # figures and table of the runs just trained
-            base = run_sweep(args) if args.sweep else run_demo(args)
+        elif args.plot_only or args.sweep or args.aggregator == "all":
+            from analysis import plots, regime_map, toy_consequences
+            if args.plot_only and os.path.exists(os.path.join(args.plot_only, regime_map.INDEX_FILE)):
+                regime_map.report(args.plot_only, args.figures_dir or None)
+                return 0
+            base = args.plot_only or (run_sweep(args) if args.sweep else run_demo(args))   # --plot-only trains nothing
             plots.report(base, args.figures_dir or None)
-            if args.design in designs.DESIGNS:         # and a design's paired report with its mechanism figure
-                from analysis import toy_consequences
-                toy_consequences.report(base, args.figures_dir or base, title=f"Design {args.design}:")
+            design = toy_consequences.saved_design(base)     # a design's runs: its paired report, mechanism figure
+            if design:
+                toy_consequences.report(base, args.figures_dir or base, title=f"Design {design}:")
         else:
             args.output_dir = args.output_dir or f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
             train(args)

@@ -101,6 +101,13 @@ def load(runs_dir: str, finished_only: bool = True) -> dict:
     return by_rule
 
 
+def saved_design(runs_dir: str) -> str:
+    """The named design every run under runs_dir was trained with ('' if none or several)."""
+    from plumbing import run_io
+    names = {args.get("design") for args, _ in run_io.saved_runs(runs_dir)}
+    return names.pop() if len(names) == 1 and names <= set(DESIGNS) else ""
+
+
 def step0_stats(by_rule: dict) -> dict:
     """Step-0 statistics of the design (the three rules of a seed share step 0)."""
     runs = [m for by_seed in by_rule.values() for m in by_seed.values() if m]

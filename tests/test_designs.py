@@ -1,5 +1,7 @@
 """--design: a toy design's flags become grpo_ba.py's defaults (toy_tasks/designs.py);
 the demo runs design `demo`, everything else the plain toy unless told otherwise."""
+import json
+
 import pytest
 
 import grpo_ba
@@ -71,3 +73,29 @@ def test_a_design_demo_goes_where_its_sweep_puts_seed_0(monkeypatch):
     trained.clear()
     assert grpo_ba.run_demo(parse_args([]), log=lambda *a: None) == "runs/demo"
 
+
+
+def _saved_run(root, design, rule, seed, accuracies):
+    run = root / f"gap-{rule}-s{seed}"
+    run.mkdir(parents=True)
+    (run / "args.json").write_text(json.dumps({"regime": "gap", "aggregator": rule, "seed": seed, "design": design,
+                                               "steps": len(accuracies)}))
+    with open(run / "metrics.jsonl", "w") as f:
+        for step, acc in enumerate(accuracies):
+            f.write(json.dumps({"step": step, "accuracy": acc, "pg_loss": 0.0, "len_pos": 6, "len_neg": 12,
+                                "len_right": 6, "len_wrong": 12, "wrong_over_right": 2.0, "std_over_mean": 0.5,
+                                "reward_mean": 0.5, "pos_share": 0.5, "len_mean": 9, "entropy": 0.3}) + "\n")
+
+
+@pytest.mark.parametrize("design, reported", [("loop-gap", True), ("plain", False)])
+def test_plot_only_redraws_a_designs_paired_report_and_only_a_designs(design, reported, tmp_path):
+    for seed, base in ((0, 0.4), (1, 0.5)):
+        for rule, gain in (("token", 0.1), ("sequence", 0.0), ("balanced", 0.2)):
+            _saved_run(tmp_path, design, rule, seed, [base, base + gain / 2, base + gain])
+    assert main(["--plot-only", str(tmp_path)]) == 0
+    assert (tmp_path / "table.md").exists()
+    assert (tmp_path / "consequences.md").exists() == reported
+    assert (tmp_path / "mechanism.png").exists() == reported
+    if reported:
+        text = (tmp_path / "consequences.md").read_text()
+        assert "| balanced - token | last held-out acc | 2 | +0.100" in text
