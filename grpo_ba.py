@@ -816,6 +816,9 @@ def main(argv=None) -> int:
             design = toy_consequences.saved_design(base)     # a design's runs: its paired report, mechanism figure
             if design:
                 toy_consequences.report(base, args.figures_dir or base, title=f"Design {design}:")
+            if design and not (args.sweep or args.plot_only):
+                print(f"One seed ranks nothing: `python grpo_ba.py --design {design} --sweep` trains its "
+                      f"{len(designs.DESIGNS[design]['seeds'])} seeds and compares the rules paired (docs/toy-designs.md).")
         else:
             args.output_dir = args.output_dir or f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
             train(args)

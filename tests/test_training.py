@@ -198,12 +198,13 @@ TINY_FLAGS = ["--steps", "1", "--group-size", "4", "--prompts-per-step", "2", "-
               "--eval-prompts", "4", "--warmup-steps", "300", "--threads", "1"]
 
 
-def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_path, cache_dir):
+def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_path, cache_dir, capsys):
     # the demo's design with --spread-size 0: the other tests' cached warm-up serves it
     assert main(TINY_FLAGS + ["--spread-size", "0", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / "gap-balanced-s0" / "args.json").read_text())
     assert (saved["design"], saved["eval_dense_until"], saved["eval_every"]) == ("demo", 10, 5)
     assert (tmp_path / "consequences.md").exists() and (tmp_path / "mechanism.png").exists()
+    assert "`python grpo_ba.py --design demo --sweep` trains its 5 seeds" in capsys.readouterr().out
     for rule in ("token", "sequence", "balanced"):
         assert read_metrics(tmp_path / f"gap-{rule}-s0")[0]["accuracy"] is not None
     firsts = {rule: read_metrics(tmp_path / f"gap-{rule}-s0")[0] for rule in ("token", "sequence", "balanced")}
