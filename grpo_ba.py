@@ -299,7 +299,8 @@ class Args:
     cache_dir: str = _arg("~/.cache/grpo_ba", "where warmed-up toy policies and converted .gguf models are cached")
     threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 2; with --model every available core)")
     # ---- sweep and plots (analysis/plots.py)
-    sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table", section="sweep and plots (analysis/plots.py)")
+    sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table; with --design: the design's "
+                              "seeds x three rules, then also its paired report", section="sweep and plots (analysis/plots.py)")
     seeds: int = _arg(5, "seeds per (regime, rule) in --sweep (with --design: the design's own seeds); rules are compared paired by seed (analysis/paired_stats.py)")
     regime_map: bool = _arg(False, "map which rule wins where: --map-gap-sizes x --map-spread-sizes toy cells x three rules x --seeds seeds, "
                                    "then regime_map.png and regime_map.md (analysis/regime_map.py); run it again to go on after a stop")
