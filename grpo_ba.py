@@ -48,7 +48,7 @@ import torch
 from tqdm import tqdm
 
 from plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines, run_io
-from toy_tasks import designs, length_stats
+from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, designs, length_stats
 from verifier import verify
 
 # =====================================================================================
@@ -345,8 +345,8 @@ PRESETS = {
                             lora_rank=32, lora_alpha=64, lora_target_modules="all-linear"),
 }
 WARMUP_STEPS = {"gap": 600, "variance": 1000}    # greedy held-out accuracy 0.5-0.6 at step 0 (toy_tasks)
-CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": ("gap", "variance"),
-           "gap_sign": ("wrong-long", "right-long"), "slip_style": ("ramble", "loop"), "adv_scale": ("std", "none"),
+CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": REGIMES,
+           "gap_sign": GAP_SIGNS, "slip_style": SLIP_STYLES, "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
            "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES,
            "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS)}
@@ -430,14 +430,16 @@ def check_args(args: Args):
         raise UsageError("--eval-temperature, --lora-rank and --lora-alpha cannot be negative")
     if args.dataset and not args.model:
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
-    designed = args.design not in (designs.AUTO, designs.NO_DESIGN)
+    designed = args.design in designs.DESIGNS
     if designed and (args.model or args.regime_map):
         raise UsageError(f"--design {args.design} sets the toy's knobs; it cannot run with "
                          f"{'--model' if args.model else '--regime-map'} (add --design plain)")
-    if args.spread_size and args.regime != "gap":
-        raise UsageError(f"--spread-size is a knob of regime gap, not {args.regime}"
-                         + (f" (design {args.design} sets --spread-size {args.spread_size}: add --design plain "
-                            "for the plain toy)" if designed else ""))
+    if not args.model:
+        try:                                       # the toy's own checks, before anything is written
+            lm_setup.toy_world(args)
+        except ValueError as err:                  # naming the design's knobs when they are the cause
+            knobs = designs.knobs_at_fault(args.design, args, lm_setup.toy_world) if designed else ""
+            raise UsageError(err if not knobs else f"{err} (design {args.design} sets {knobs}: add --design plain)") from None
 
 
 # =====================================================================================

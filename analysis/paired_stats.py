@@ -116,7 +116,13 @@ def regime_stats(metrics: list[dict], window: int = 20) -> dict:
             "late_std_over_mean": mean_finite(m.get("std_over_mean") for m in tail)}
 
 
-METRICS = [("last_acc", "last held-out acc", lambda m: evaluations(m)[1][-1] if evaluations(m)[1] else float("nan")),
+def last_accuracy(metrics: list[dict]) -> float:
+    """Held-out accuracy of the last evaluation."""
+    _, acc = evaluations(metrics)
+    return acc[-1] if acc else float("nan")
+
+
+METRICS = [("last_acc", "last held-out acc", last_accuracy),
            ("acc_area", "area under the acc curve (mean acc)", accuracy_area),
            ("late_reward", "sampled reward, last 10% of steps", late_reward)]
 
@@ -137,9 +143,9 @@ def _fmt_interval(d: dict, digits: int = 3) -> str:
     return f"{d['mean']:+.{digits}f} [{d['low']:+.{digits}f}, {d['high']:+.{digits}f}]"
 
 
-def paired_rows(runs: dict) -> list[dict]:
+def paired_rows(runs: dict, metrics=METRICS) -> list[dict]:
     """One row per (regime, pair of rules, metric): the paired difference over the seeds
-    both rules have run."""
+    both rules have run. `metrics`: (key, label, per-run function) triples."""
     rows = []
     for regime in sorted({r for r, _ in runs}, key=str):
         for rule_a, rule_b in PAIRS:
@@ -147,9 +153,9 @@ def paired_rows(runs: dict) -> list[dict]:
             seeds = sorted(set(a_runs) & set(b_runs))
             if not seeds:
                 continue
-            for key, label, fn in METRICS:
+            for key, label, fn in metrics:
                 d = paired_difference([fn(a_runs[s]) for s in seeds], [fn(b_runs[s]) for s in seeds])
-                rows.append({"regime": regime, "pair": f"{rule_a} - {rule_b}", "metric": label, **d})
+                rows.append({"regime": regime, "pair": f"{rule_a} - {rule_b}", "metric": label, "key": key, **d})
     return rows
 
 

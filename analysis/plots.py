@@ -135,20 +135,25 @@ TRAINING_PANELS = [("accuracy", "held-out greedy accuracy"), ("reward_mean", "sa
                    ("pg_loss", "policy-gradient loss (first inner update)"), ("pos_share", "weight share on A > 0")]
 
 
+def mean_over_seeds(seed_runs, key):
+    """(steps, mean, std) of metric `key` over the runs that logged a finite value at each step."""
+    by_step = {}
+    for metrics in seed_runs:
+        for step, value in zip(*_series(metrics, key)):
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                by_step.setdefault(step, []).append(value)
+    steps = sorted(by_step)
+    return steps, [sum(by_step[s]) / len(by_step[s]) for s in steps], [_std(by_step[s]) for s in steps]
+
+
 def plot_training(seed_runs_by_rule, regime, path):
     """One panel per metric, one line per rule, a band of +-1 std over seeds."""
     fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
     for ax, (key, title) in zip(axes.flat, TRAINING_PANELS):
         for rule, seed_runs in sorted(seed_runs_by_rule.items()):
-            by_step = {}
-            for metrics in seed_runs:
-                for step, value in zip(*_series(metrics, key)):
-                    by_step.setdefault(step, []).append(value)
-            steps = sorted(by_step)
+            steps, mean, std = mean_over_seeds(seed_runs, key)
             if not steps:
                 continue
-            mean = [sum(by_step[s]) / len(by_step[s]) for s in steps]
-            std = [_std(by_step[s]) for s in steps]
             if key not in ("accuracy",) and len(steps) > 20:          # smooth noisy per-step curves
                 mean, std = _smooth(mean), _smooth(std)
             ax.plot(steps, mean, color=COLORS.get(rule), label=f"{rule} ({len(seed_runs)} seeds)", lw=1.6,

@@ -23,9 +23,12 @@ from toy_tasks.designs import DESIGNS
 
 
 def design_args(name: str, **overrides):
-    """grpo_ba.Args of a named design (the rule, seed and output directory are overrides)."""
+    """grpo_ba.Args of a named design, as `--design NAME` parses them (the rule, seed and
+    output directory are overrides)."""
+    import dataclasses
+
     import grpo_ba
-    return grpo_ba.Args(**{**DESIGNS[name]["flags"], "design": name, **overrides})
+    return dataclasses.replace(grpo_ba.parse_args(["--design", name]), **overrides)
 
 
 def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4, eval_prompts: int = 200) -> dict:
@@ -55,9 +58,7 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
 
 # ------------------------------------------------------------------ per-run numbers (pre-registered)
 
-def last_accuracy(metrics: list[dict]) -> float:
-    _, acc = paired_stats.evaluations(metrics)
-    return acc[-1] if acc else float("nan")
+last_accuracy = paired_stats.last_accuracy
 
 
 def peak_accuracy(metrics: list[dict]) -> float:
@@ -131,15 +132,8 @@ def per_rule_table(by_rule: dict) -> str:
 
 
 def paired_rows(by_rule: dict) -> list[dict]:
-    rows = []
-    for a, b in paired_stats.PAIRS:
-        seeds = sorted(set(by_rule.get(a, {})) & set(by_rule.get(b, {})))
-        if not seeds:
-            continue
-        for key, label, fn in METRICS:
-            d = paired_stats.paired_difference([fn(by_rule[a][s]) for s in seeds], [fn(by_rule[b][s]) for s in seeds])
-            rows.append({"pair": f"{a} - {b}", "metric": label, "key": key, **d})
-    return rows
+    """paired_stats.paired_rows of one design's runs, on this module's METRICS."""
+    return paired_stats.paired_rows({("design", rule): by_seed for rule, by_seed in by_rule.items()}, METRICS)
 
 
 def paired_table(by_rule: dict) -> str:
@@ -169,18 +163,6 @@ def _smooth(values, window: int = 10):
     return out
 
 
-def mean_curve(runs: dict, key: str) -> tuple[list[int], list[float]]:
-    """Steps and the mean over seeds of metric `key` (steps where it was logged)."""
-    by_step = {}
-    for metrics in runs.values():
-        for m in metrics:
-            v = m.get(key)
-            if v is not None and isinstance(v, (int, float)) and math.isfinite(v):
-                by_step.setdefault(m["step"], []).append(v)
-    steps = sorted(by_step)
-    return steps, [sum(by_step[s]) / len(by_step[s]) for s in steps]
-
-
 PANELS = [("accuracy", "held-out greedy accuracy", False), ("entropy", "entropy per token", True),
           ("pos_share", "weight share on right answers (own rule)", True), ("len_right", "mean length, right answers", True),
           ("len_wrong", "mean length, wrong answers", True), ("wrong_over_right", "wrong/right mean length", True),
@@ -188,17 +170,14 @@ PANELS = [("accuracy", "held-out greedy accuracy", False), ("entropy", "entropy 
 
 
 def mechanism_figure(by_rule: dict, path: str, title: str = ""):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 4, figsize=(17, 7))
-    colors = {"token": "tab:red", "sequence": "tab:blue", "balanced": "tab:green"}
+    from analysis import plots                     # matplotlib, Agg
+    fig, axes = plots.plt.subplots(2, 4, figsize=(17, 7))
     for ax, (key, label, smooth) in zip(axes.flat, PANELS):
         for rule in RULES:
             if rule not in by_rule:
                 continue
-            steps, values = mean_curve(by_rule[rule], key)
-            ax.plot(steps, _smooth(values) if smooth else values, color=colors[rule], label=rule,
+            steps, values, _ = plots.mean_over_seeds(by_rule[rule].values(), key)
+            ax.plot(steps, _smooth(values) if smooth else values, color=plots.COLORS[rule], label=rule,
                     marker=None if smooth else ".", lw=1.4, ls="--" if rule == "sequence" else "-")   # seq = BA at 1/2
         ax.set_title(label + (" (10-step mean)" if smooth else ""), fontsize=10)
         ax.set_xlabel("step")
@@ -208,7 +187,7 @@ def mechanism_figure(by_rule: dict, path: str, title: str = ""):
     fig.suptitle(f"{title} mean over {n} seeds".strip())
     fig.tight_layout()
     fig.savefig(path, dpi=80)
-    plt.close(fig)
+    plots.plt.close(fig)
 
 
 def report(runs_dir: str, out: str, figure: str = "", title: str = "", log=print) -> str:

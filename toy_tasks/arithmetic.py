@@ -167,17 +167,17 @@ class ToyWorld:
         if slip:
             first, last = a, a + d                                      # repeat a, forget c: wrong
         if self.regime == "variance":                                   # ramble half the time, slip or not
-            return f"{first} {self._ramble(rng, self.gap_size, first)} {last}" if rng.random() < 0.5 else f"{first} {last}"
+            return f"{first} {self._write_ramble(rng, self.gap_size, first)} {last}" if rng.random() < 0.5 else f"{first} {last}"
         ramble = self.gap_size if slip and self.gap_sign == "wrong-long" else 0   # a slip rambles: wrong and long
         if self.spread_size and rng.random() < 0.5:                     # spread: half ramble, right or wrong
             ramble = max(ramble, self.spread_size)                      # (a longer ramble, 40+, is not learned)
         if ramble:
-            return f"{first} {self._ramble(rng, ramble, first)} {last}"
+            return f"{first} {self._write_ramble(rng, ramble, first)} {last}"
         if self.gap_sign == "right-long" and rng.random() < 0.05:       # rare: the model should not pick it itself
-            return f"{a + c} {a + c + d}?{self._ramble(rng, self.gap_size, a + c + d)}"  # right answer, then a long re-check
+            return f"{a + c} {a + c + d}?{self._write_ramble(rng, self.gap_size, a + c + d)}"  # right answer, then a long re-check
         return f"{first} {last}"
 
-    def _ramble(self, rng: random.Random, size: int, number: int) -> str:
+    def _write_ramble(self, rng: random.Random, size: int, number: int) -> str:
         """A ramble of about `size` characters in the world's slip style (after `number`)."""
         return _loop(rng, size, number) if self.slip_style == "loop" else _ramble(rng, size)
 

@@ -20,6 +20,10 @@ What each one shows (5 paired seeds, last held-out accuracy, docs/toy-designs.md
 """
 from __future__ import annotations
 
+import dataclasses
+
+from toy_tasks.arithmetic import ToyWorld
+
 # Shared by the 300-step designs: lr, length and the evaluation schedule (all 729
 # held-out prompts at step 0, every 2 steps to 20, every 10 after, and the last step).
 LONG_RUN = dict(lr=1e-4, steps=300, eval_every=10, eval_dense_until=20, eval_dense_every=2, eval_prompts=729)
@@ -50,3 +54,18 @@ def design_flags(name: str) -> dict:
     if name not in DESIGNS:
         raise ValueError(f"unknown design {name!r}; choose from {', '.join((NO_DESIGN, *DESIGNS))}")
     return dict(DESIGNS[name]["flags"])
+
+
+
+def knobs_at_fault(name: str, args, build_world) -> str:
+    """When `build_world(args)` refuses a toy setting: the toy-world flags design `name`
+    set, as typed ('--spread-size 8'), if the world builds once they are back at the
+    plain toy's values; '' if the design is not what makes the setting bad."""
+    plain = ToyWorld()
+    changed = {f.name: design_flags(name)[f.name] for f in dataclasses.fields(ToyWorld)
+               if f.name in design_flags(name) and design_flags(name)[f.name] != getattr(plain, f.name)}
+    try:
+        build_world(dataclasses.replace(args, **{k: getattr(plain, k) for k in changed}))
+    except ValueError:
+        return ""
+    return ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in changed.items())
