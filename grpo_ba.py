@@ -1,17 +1,18 @@
 """grpo_ba.py -- GRPO with three loss-aggregation rules, side by side.
 
 A reference implementation to read beside *Balanced Aggregation: Understanding and
-Fixing Aggregation Bias in GRPO* (arXiv 2605.04077). The math, with its derivations, is
-stated in docs/method.md; docstrings cite its sections ("docs/method.md §2").
+Fixing Aggregation Bias in GRPO* (arXiv 2605.04077), in the paper's order: 1 advantages,
+2 the clipped term, 3 the three rules, 4 rollout, 5 the update, 6 diagnostics, 7 the
+loop, 8 main. The math is derived in docs/method.md; docstrings cite its sections.
 
-    python grpo_ba.py                                  # demo: warm-up, then token / sequence / balanced (design demo)
-    python grpo_ba.py --design loop-gap                # token aggregation's failure, 300 steps (docs/toy-designs.md)
-    python grpo_ba.py --design loop-gap --sweep        # a whole design: its 5 seeds x 3 rules, paired report
-    python grpo_ba.py --aggregator balanced --regime variance --steps 200
-    python grpo_ba.py --sweep                          # the plain toy: 2 regimes x 3 rules x 5 seeds, figures + table
-    python grpo_ba.py --regime-map --seeds 3           # which rule wins where on the (gap, spread) plane
-    python grpo_ba.py --plot-only runs/sweep           # redraw figures from saved metrics
-    python grpo_ba.py --preset qwen3-1.7b --model Qwen/Qwen3-1.7B --dataset data.jsonl   # one GPU
+    python grpo_ba.py                              # demo: warm-up, then token / sequence / balanced
+    python grpo_ba.py --design loop-gap            # token's failure (docs/toy-designs.md)
+    python grpo_ba.py --aggregator balanced --regime variance --steps 200     # one run
+    python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
+    python grpo_ba.py --help                       # every training flag (grpo_ba_args.py)
+
+Studies have their own commands: python -m analysis.sweep (seeds x rules, paired),
+analysis.regime_map, analysis.report RUNS_DIR and analysis.diagnose ROLLOUTS.jsonl.
 
 Choices where GRPO implementations disagree (docs/method.md §7; each pinned by a test in tests/):
  1. Advantages use the population std (divide by G), so a group of one gives 0, not NaN.
@@ -31,24 +32,21 @@ Choices where GRPO implementations disagree (docs/method.md §7; each pinned by 
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
 import math
-import os
 import random
-import signal
 import sys
-import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
-from tqdm import tqdm
 
-from plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines, run_io
-from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, designs, length_stats
+from grpo_ba_args import (PRESETS, WARMUP_STEPS, Args, UsageError, check_args,  # noqa: F401
+                          given_flags, parse_args, resumed_args)
+from plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines
+from plumbing.training_run import TrainingRun
+from toy_tasks import length_stats
 from verifier import verify
 
 # =====================================================================================
@@ -65,7 +63,8 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
     rewards: (B,) with B = P * G  ->  advantages: (B,)
     """
     if rewards.ndim != 1 or rewards.numel() % group_size != 0:
-        raise ValueError(f"rewards of shape {tuple(rewards.shape)} do not split into groups of {group_size}")
+        raise ValueError(f"rewards of shape {tuple(rewards.shape)} do not split into groups "
+                         f"of {group_size}")
     r = rewards.float().view(-1, group_size)                      # (P, G)
     centred = r - r.mean(dim=1, keepdim=True)                     # sum_i A_i = 0 in every group
     if scale == "std":
@@ -81,7 +80,8 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
 
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """KL_it = k3 estimator of KL(pi_theta || pi_ref) per token: exp(q) - q - 1, q = ref_logp - logp.
+    """KL_it = k3 estimator of KL(pi_theta || pi_ref) per token: exp(q) - q - 1,
+    q = ref_logp - logp.
     Always >= 0, and 0 where the two policies agree."""
     q = ref_logp - logp
     return torch.exp(q) - q - 1
@@ -178,7 +178,8 @@ AGGREGATORS = {
 
 
 def aggregator_function(aggregator):
-    """A rule's name in AGGREGATORS, or a function with the aggregators' signature (a student's own)."""
+    """A rule's name in AGGREGATORS, or a function with the aggregators' signature
+    (a student's own)."""
     return AGGREGATORS[aggregator] if isinstance(aggregator, str) else aggregator
 
 
@@ -194,6 +195,169 @@ def aggregation_coefficients(mask, advantages, group_size, aggregator):
         value = aggregator_function(aggregator)(probe, mask, advantages.float(), group_size)
         (coefficients,) = torch.autograd.grad(value, probe)
     return coefficients * mask.to(coefficients.dtype)
+
+
+# =====================================================================================
+# 4. Rollout: sample G responses per prompt, mask them, score them
+# =====================================================================================
+
+
+@dataclass
+class Rollout:
+    sequences: torch.Tensor       # (B, S_prompt + T) prompt (left-padded) then response
+    attention: torch.Tensor       # (B, S_prompt + T)
+    response_mask: torch.Tensor   # (B, T) 1 on every sampled token up to and with the first EOS
+    completions: list             # B strings: forced prefix + decoded response
+    truncated: torch.Tensor       # (B,) True where no EOS came before max_new_tokens
+
+
+def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask every position up to and including the first EOS, whatever token was sampled
+    there (a PAD the policy sampled itself is *in* the loss; choice 4). eos_id: one id or a
+    list (every stop id: EOS, end of turn). (B, T) -> (B, T), (B,)"""
+    is_eos = torch.isin(response, torch.as_tensor(eos_id, device=response.device))
+    has_eos = is_eos.any(dim=1)
+    no_eos = torch.full_like(has_eos, response.shape[1], dtype=torch.long)
+    first_eos = torch.where(has_eos, is_eos.float().argmax(dim=1), no_eos)
+    positions = torch.arange(response.shape[1], device=response.device)[None, :]
+    return (positions <= first_eos[:, None]).long(), ~has_eos
+
+
+def autocast(args, device_type):
+    """Compute in --dtype, keep weights and optimizer state in float32: bf16 weights
+    would round away most updates at lr ~1e-6 (bf16 keeps 8 bits of mantissa)."""
+    dtype = lm_setup.DTYPES[args.dtype]
+    return torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
+
+
+@torch.no_grad()
+def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=None) -> Rollout:
+    """Continue each `prompt + forced prefix`; the forced text is prompt, not response.
+    Sampled at `temperature` (default: --temperature); temperature 0 is greedy."""
+    encoded = tokenizer([p + f for p, f in zip(prompt_texts, forced_prefixes)], return_tensors="pt",
+                        padding=True, add_special_tokens=False).to(policy.device)
+    temperature = args.temperature if temperature is None else temperature
+    sampling = (dict(do_sample=False) if temperature == 0 else
+                dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0))
+    config = getattr(policy, "generation_config", None)
+    stop_ids = chat_template.stop_token_ids(tokenizer, config)                 # EOS, end of turn
+    with autocast(args, policy.device.type):
+        if args.rollout_engine == "generate":      # the reference
+            sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, **sampling,
+                                        pad_token_id=tokenizer.pad_token_id, eos_token_id=stop_ids)
+        else:                                      # the same tokens, faster (docs/gpu-rollouts.md)
+            sequences = rollout_engines.sample(policy, encoded, args.max_new_tokens,
+                                               tokenizer.pad_token_id, stop_ids,
+                                               args.rollout_engine, **sampling)
+    response = sequences[:, encoded["input_ids"].shape[1]:]                              # (B, T)
+    mask, truncated = response_mask_from_eos(response, stop_ids)
+    completions = [f + tokenizer.decode(r[m.bool()], skip_special_tokens=True)
+                   for f, r, m in zip(forced_prefixes, response, mask)]
+    attention = torch.cat([encoded["attention_mask"], mask], dim=1)
+    return Rollout(sequences, attention, mask, completions, truncated)
+
+
+def token_logprobs(model, sequences, attention, n_response, temperature=1.0, with_entropy=False):
+    """log pi(o_t | q, o_<t) of the last n_response tokens, (B, T); and their entropy.
+
+    Positions come from the attention mask, as in generation, so the first inner update
+    sees ratio exactly 1. Only the response positions' logits are materialised.
+    """
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions,
+                   logits_to_keep=n_response + 1).logits[:, :-1]                        # (B, T, V)
+    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, sequences[:, -n_response:, None]).squeeze(-1)            # (B, T)
+    entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None
+    return logp, entropy
+
+
+# =====================================================================================
+# 5. The update: mu inner steps of the clipped objective, aggregated by the chosen rule
+# =====================================================================================
+
+
+def micro_batches(batch_size, micro_batch_size):
+    size = micro_batch_size or batch_size
+    return [slice(i, i + size) for i in range(0, batch_size, size)]
+
+
+def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
+    """Advantages -> coefficients c_it of the rule over whole groups -> mu inner updates,
+    each a step on  J_rule = sum_it c_it * l_it  accumulated over micro-batches.
+
+    The old log-probs are the first inner update's own, detached: the policy has not
+    moved yet, so they are the rollout policy's, and the first update sees ratio exactly
+    1 for one forward pass fewer. Non-finite loss or gradients skip the optimizer step.
+    """
+    T, device = batch.response_mask.shape[1], batch.response_mask.device
+    mask = batch.response_mask.float()                                              # (B, T)
+    advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
+    # The rule enters the update here and only here, as c_it = dJ_rule/dl_it. Each rule is
+    # linear in l, and c depends on whole groups' masks and advantages, never on theta: taken
+    # once over the full batch, the micro-batches' sums add up to J_rule exactly (choice 8).
+    coefficients = aggregation_coefficients(mask, advantages, args.group_size, args.aggregator)
+    chunks = micro_batches(mask.shape[0], args.micro_batch_size)
+    ref_logp = None                                                         # log pi_ref: (B, T)
+    if reference is not None:
+        with torch.no_grad(), autocast(args, device.type):
+            ref_logp = torch.cat([token_logprobs(reference, batch.sequences[c], batch.attention[c],
+                                                 T, args.temperature)[0] for c in chunks])
+    old_logp = torch.zeros_like(mask)                                       # set by update 0
+    stats = dict(pg_loss=0.0, entropy=0.0, kl=0.0, clip_frac=0.0, grad_norm=0.0, skipped_updates=0)
+    for inner in range(args.inner_updates):                                         # mu
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for c in chunks:
+            with autocast(args, device.type):                                       # forward only
+                logp, entropy = token_logprobs(policy, batch.sequences[c], batch.attention[c], T,
+                                               args.temperature, with_entropy=inner == 0)
+            if inner == 0:
+                old_logp[c] = logp.detach()                  # pi_old = pi_theta, before a step
+            ref = None if ref_logp is None else ref_logp[c]
+            token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c],
+                                            args.eps_low, args.eps_high, ref, args.beta)   # l_it
+            loss = (coefficients[c] * token_loss).sum()     # sum_it c_it * l_it: a share of J
+            loss.backward()
+            total += loss.item()
+            shares = update_statistics(loss, logp, old_logp[c], ref, entropy, advantages[c],
+                                       mask[c], coefficients[c], inner, args)
+            for key, value in shares.items():
+                stats[key] += value
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+        if inner == 0:
+            stats["grad_norm"] = grad_norm.item()
+        if math.isfinite(total) and torch.isfinite(grad_norm):
+            optimizer.step()
+        else:
+            stats["skipped_updates"] += 1
+            optimizer.zero_grad(set_to_none=True)
+    n_tokens = mask.sum().clamp(min=1).item()
+    return {**stats, **{key: stats[key] / n_tokens for key in ("entropy", "kl", "clip_frac")}}
+
+
+@torch.no_grad()
+def update_statistics(loss, logp, old_logp, ref_logp, entropy, advantages, mask, coefficients,
+                      inner, args) -> dict:
+    """A micro-batch's share of what the update logs (docs/metrics.md), as token sums:
+    pg_loss = J without its beta * KL part and the entropy, at the first inner update; the
+    k3 KL to pi_ref (beta > 0) or to pi_old, at the last; the clipped tokens' fraction, mean
+    over the mu updates. grpo_update divides the sums by the batch's number of tokens."""
+    ratio = torch.exp(torch.where(mask > 0, logp - old_logp, torch.zeros_like(logp)))   # rho_it
+    adv = advantages[:, None]
+    clipped = ((adv > 0) & (ratio > 1 + args.eps_high)) | ((adv < 0) & (ratio < 1 - args.eps_low))
+    kl = k3_kl(logp, old_logp if ref_logp is None else ref_logp) * mask
+    first, last = inner == 0, inner == args.inner_updates - 1
+    kl_part = args.beta * (coefficients * kl).sum().item() if ref_logp is not None else 0.0
+    return {"pg_loss": loss.item() - kl_part if first else 0.0,
+            "entropy": (entropy * mask).sum().item() if first else 0.0,
+            "kl": kl.sum().item() if last else 0.0,
+            "clip_frac": (mask * clipped.float()).sum().item() / args.inner_updates}
+
+
+# =====================================================================================
+# 6. Diagnostics: each rule's weight on each sign, and what each step logs (docs/metrics.md)
+# =====================================================================================
 
 
 def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.Tensor:
@@ -216,379 +380,25 @@ def token_weights(mask, advantages, group_size, aggregator):
 
 
 def sign_weights(mask, advantages, group_size, aggregator):
-    """(w_pos, w_neg): total gradient weight on the positive and the negative responses
-    at ratio 1 (docs/method.md §3's table): token_weights summed over A_i > 0 and over A_i < 0.
-
-    Sequence and balanced give +-sqrt(k(G-k))/G per group (binary rewards, std scaling);
-    token gives a ratio |w_pos / w_neg| = Lbar+ / Lbar-.
-    """
+    """(w_pos, w_neg): token_weights summed over A_i > 0 and over A_i < 0 (docs/method.md
+    §3's table). Sequence and balanced give +-sqrt(k(G-k))/G per group (binary rewards,
+    std scaling); token gives a ratio |w_pos / w_neg| = Lbar+ / Lbar-."""
     per_response = token_weights(mask, advantages, group_size, aggregator).sum(dim=1)   # (B,)
     return per_response[advantages > 0].sum(), per_response[advantages < 0].sum()
 
 
 def positive_share(mask, advantages, group_size, aggregator) -> float | None:
-    """|w_pos| / (|w_pos| + |w_neg|) from sign_weights: the share of the rule's gradient
-    weight on the positive responses (docs/method.md §3). 1/2 for sequence and balanced
-    with binary rewards; Lbar+ / (Lbar+ + Lbar-) for token. None when no response has an
-    advantage (every group tied)."""
+    """|w_pos| / (|w_pos| + |w_neg|): the rule's share of gradient weight on the positive
+    responses (docs/method.md §3); 1/2 for sequence and balanced with binary rewards,
+    Lbar+ / (Lbar+ + Lbar-) for token; None when every group is tied."""
     w_pos, w_neg = sign_weights(mask, advantages, group_size, aggregator)
     total = (w_pos.abs() + w_neg.abs()).item()
     return w_pos.abs().item() / total if total > 0 else None
 
 
-# =====================================================================================
-# 4. Arguments: one dataclass, every field's help becomes --help
-# =====================================================================================
-
-
-def _arg(default, help, section=None):  # noqa: A002
-    """A field and its --help line. `section` marks the first field of a --help section:
-    every field after it belongs to that section, up to the next marker."""
-    return field(default=default, metadata={"help": help} if section is None else {"help": help, "section": section})
-
-
-@dataclass
-class Args:
-    # ---- what to run
-    aggregator: str = _arg("all", "token | sequence | balanced (docs/method.md §2); 'all' runs the demo: the three rules from the same weights and seed", section="what to run")
-    design: str = _arg(designs.AUTO, "toy design whose flags become the defaults, typed flags still win (toy_tasks/designs.py, "
-                                     "docs/toy-designs.md); plain: none, the defaults shown here; auto: demo for the demo "
-                                     "(no --aggregator, --sweep, --regime-map, --model), plain otherwise")
-    regime: str = _arg("gap", "toy regime: 'gap' (right and wrong answers differ in length) or 'variance' (lengths spread, no gap)")
-    gap_sign: str = _arg("wrong-long", "toy gap direction: 'wrong-long' (forced slips, then rambling) or 'right-long' (forced re-checks)")
-    gap_size: int = _arg(18, "toy: mean ramble length in tokens, i.e. the size of the length gap")
-    spread_size: int = _arg(0, "toy, regime gap: half of all responses, right or wrong, ramble this many tokens (the length spread; 0: none)")
-    slip_style: str = _arg("ramble", "toy: what a ramble writes: 'ramble' (the token ~, never in a right answer) or 'loop' (the sum just written, repeated: digits a right answer needs; toy_tasks)")
-    force_frac: float = _arg(0.3, "toy: fraction of RL responses whose start the environment forces (regime gap)")
-    steps: int = _arg(100, "GRPO steps")
-    seed: int = _arg(0, "seed of the RL run (sampling, prompt order); the warm-up has its own seed")
-    output_dir: str = _arg("", "where args.json, metrics.jsonl and checkpoints go (default: runs/<mode>)")
-    diagnose: str = _arg("", "ROLLOUTS.jsonl ({group, reward, length} per line): report your run's aggregation bias, train nothing")
-    # ---- GRPO (docs/method.md §1)
-    group_size: int = _arg(8, "G: responses per prompt", section="GRPO (docs/method.md §1)")
-    prompts_per_step: int = _arg(16, "P: prompts per step; the batch holds P * G responses")
-    inner_updates: int = _arg(2, "mu: optimizer steps on each batch (the first is on-policy, ratio 1)")
-    lr: float = _arg(1e-4, "AdamW learning rate of the RL phase (3e-4 erases part of the toy's arithmetic: docs/results-toy.md, \"Why greedy accuracy used to fall\")")
-    eps_low: float = _arg(0.2, "clip range below 1 for the ratio")
-    eps_high: float = _arg(0.28, "clip range above 1 for the ratio (DAPO clip-higher; 0.2 is GRPO)")
-    beta: float = _arg(0.0, "weight of the k3 KL to a frozen reference policy (0: no reference is kept)")
-    adv_scale: str = _arg("std", "advantage scaling: 'std' (GRPO) or 'none' (Dr. GRPO)")
-    max_grad_norm: float = _arg(1.0, "gradient-norm clip")
-    temperature: float = _arg(1.0, "sampling temperature of the rollouts")
-    max_new_tokens: int = _arg(40, "longest response; longer ones are cut (and stay in the loss)")
-    micro_batch_size: int = _arg(0, "rows per forward/backward pass (0: the whole batch); exact for every rule")
-    # ---- evaluation, logging, checkpoints
-    eval_every: int = _arg(10, "accuracy on held-out prompts (or --eval-dataset) every N steps (step 0 included)", section="evaluation, logging and checkpoints")
-    eval_dense_until: int = _arg(0, "also evaluate every --eval-dense-every steps up to this step (0: no dense start)")
-    eval_dense_every: int = _arg(2, "the dense start's evaluation interval, up to --eval-dense-until")
-    eval_prompts: int = _arg(200, "held-out prompts per evaluation (without --eval-dataset)")
-    eval_dataset: tuple = _arg((), "benchmarks to evaluate on instead of held-out prompts: hub ids or local .json/.jsonl/.parquet, "
-                                   "several after one flag; each logged as accuracy_<name>, `accuracy` is their mean")
-    eval_split: str = _arg("test", "split of a hub --eval-dataset")
-    eval_prompt_column: str = _arg("", "prompt column of --eval-dataset (empty: --prompt-column)")
-    eval_answer_column: str = _arg("", "answer column of --eval-dataset (empty: --answer-column)")
-    eval_samples: int = _arg(1, "K: samples per prompt; accuracy is avg@K, the mean verdict over all K samples")
-    eval_temperature: float = _arg(0.0, "sampling temperature of evaluation (0: greedy, so K = 1 is greedy accuracy)")
-    log_every: int = _arg(10, "print a one-line summary every N steps")
-    save_every: int = _arg(0, "write a checkpoint every N steps (0: only on Ctrl-C); the last step always writes one")
-    resume: str = _arg("", "continue the run saved in this directory (its args.json and checkpoint.pt); --steps extends "
-                           "or shortens it, machine flags (--threads, --device, ...) may change, any other flag must match")
-    # ---- the toy model
-    warmup_steps: int = _arg(0, "toy: supervised warm-up steps, cached by settings (0: 600 for regime gap, 1000 for variance)", section="the toy model")
-    warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule and RL seed")
-    cache_dir: str = _arg("~/.cache/grpo_ba", "where warmed-up toy policies and converted .gguf models are cached")
-    threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 2; with --model every available core)")
-    # ---- sweep and plots (analysis/plots.py)
-    sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table; with --design: the design's "
-                              "seeds x three rules, then also its paired report", section="sweep and plots (analysis/plots.py)")
-    seeds: int = _arg(5, "seeds per (regime, rule) in --sweep (with --design: the design's own seeds); rules are compared paired by seed (analysis/paired_stats.py)")
-    regime_map: bool = _arg(False, "map which rule wins where: --map-gap-sizes x --map-spread-sizes toy cells x three rules x --seeds seeds, "
-                                   "then regime_map.png and regime_map.md (analysis/regime_map.py); run it again to go on after a stop")
-    map_gap_sizes: tuple = _arg(("0", "9", "18"), "--regime-map: the cells' --gap-size values (0: no gap)")
-    map_spread_sizes: tuple = _arg(("0", "8", "16"), "--regime-map: the cells' --spread-size values (0: no extra spread)")
-    workers: int = _arg(0, "--regime-map: runs trained at a time, one thread each (0: one per CPU core)")
-    plot_only: str = _arg("", "redraw the figures and the table (or a regime map) from the metrics under this directory")
-    figures_dir: str = _arg("", "where figures and table.md go (default: the runs directory)")
-    # ---- scale-up (one GPU)
-    model: str = _arg("", "Hugging Face causal LM (hub id or local dir) or a .gguf file (converted once into --cache-dir); empty: the toy model", section="scale-up (one GPU)")
-    dataset: str = _arg("", "hub id or local .json/.jsonl/.parquet with prompts and answers (with --model)")
-    dataset_split: str = _arg("train", "split of a hub dataset")
-    prompt_column: str = _arg("prompt", "column with the prompt (a string or chat messages); dots reach inside")
-    answer_column: str = _arg("answer", "column with the gold answer, e.g. 'reward_model.ground_truth'; a list = several acceptable answers")
-    skip_bad_rows: bool = _arg(False, "drop dataset rows that cannot be used (one line per kind; counts in data_report.json) instead of refusing the file")
-    max_prompt_tokens: int = _arg(0, "longest prompt in tokens after the chat template; longer rows are refused, never truncated (0: model context minus --max-new-tokens)")
-    preset: str = _arg("", "one-GPU settings as new defaults (explicit flags still override)")
-    dtype: str = _arg("float32", "compute dtype (autocast): float32 | bfloat16 | float16; weights and AdamW stay float32")
-    gradient_checkpointing: bool = _arg(False, "trade compute for memory in the backward pass")
-    attn_implementation: str = _arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
-    rollout_engine: str = _arg("generate", "how rollouts are sampled: generate (transformers' generate, the reference) | static "
-                                           "(static KV cache, decode step compiled into CUDA graphs on CUDA) | paged (continuous "
-                                           "batching); same tokens, faster on a GPU (plumbing/rollout_engines.py, docs/gpu-rollouts.md)")
-    device: str = _arg("auto", "auto (cuda, then mps, then cpu) | cpu | cuda | mps")
-    lora_rank: int = _arg(0, "R: train LoRA adapters of rank R instead of all weights (plumbing/lora.py; needs peft); 0: all weights")
-    lora_alpha: float = _arg(0.0, "LoRA scale: adapters add (alpha / R) * B A x (0: alpha = R)")
-    lora_target_modules: str = _arg("all-linear", "layers that get adapters: comma-separated module names (q_proj,v_proj), or all-linear: every linear layer but the output head")
-
-
-PRESETS = {
-    "qwen3-1.7b": dict(dtype="bfloat16", gradient_checkpointing=True, attn_implementation="sdpa",
-                       micro_batch_size=4, max_new_tokens=1024, lr=1e-6, group_size=8,
-                       prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
-                       temperature=1.0, save_every=50, model="Qwen/Qwen3-1.7B"),
-    # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base (plumbing/lora.py).
-    # Its context is 4096 tokens: 3072 new, so prompts may have up to 1024. LoRA's best lr
-    # sits about 10x above full fine-tuning's (1e-6 in the preset above).
-    "qwen2.5-math-7b": dict(dtype="bfloat16", gradient_checkpointing=True, attn_implementation="sdpa",
-                            micro_batch_size=4, max_new_tokens=3072, lr=1e-5, group_size=8,
-                            prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
-                            temperature=1.0, save_every=50, model="Qwen/Qwen2.5-Math-7B",
-                            lora_rank=32, lora_alpha=64, lora_target_modules="all-linear"),
-}
-WARMUP_STEPS = {"gap": 600, "variance": 1000}    # greedy held-out accuracy 0.5-0.6 at step 0 (toy_tasks)
-CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": REGIMES,
-           "gap_sign": GAP_SIGNS, "slip_style": SLIP_STYLES, "adv_scale": ("std", "none"),
-           "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
-           "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES,
-           "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS)}
-
-
-class UsageError(ValueError):
-    """Bad input: reported as one line on stderr with exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):                       # one line, not usage + error
-        raise UsageError(message)
-
-
-def _build_parser() -> _Parser:
-    parser = _Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    group = parser
-    for f in dataclasses.fields(Args):
-        if "section" in f.metadata:                  # this field opens a --help section
-            group = parser.add_argument_group(f.metadata["section"])
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
-        else:
-            kind = {"int": int, "float": float, "str": str, "tuple": str}[f.type if isinstance(f.type, str) else f.type.__name__]
-            text = f.metadata["help"]
-            shown = {"preset": PRESETS, "design": {n: d["flags"] for n, d in designs.DESIGNS.items()}}.get(f.name, {})
-            if shown:                                # show every value a preset or a design sets
-                text += "; " + "; ".join(f"{name}: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in values.items())
-                                         for name, values in shown.items())
-            group.add_argument(flag, type=kind, default=f.default, choices=CHOICES.get(f.name), help=text,
-                                nargs="+" if kind is str and f.type in ("tuple", tuple) else None)   # several values
-    return parser
-
-
-def parse_args(argv=None) -> Args:
-    parser = _build_parser()
-    known, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**PRESETS.get(known.preset, {}))    # preset values are defaults; flags win
-    design = chosen_design(known)
-    parser.set_defaults(**designs.design_flags(design))     # and so are a toy design's
-    return dataclasses.replace(Args(**vars(parser.parse_args(argv))), design=design)
-
-
-def chosen_design(flags) -> str:
-    """The toy design a command line runs: --design as typed, or for 'auto' the demo's
-    design when it runs the demo on the toy, none otherwise."""
-    if flags.design != designs.AUTO:
-        return flags.design
-    demo = flags.aggregator == "all" and not (flags.sweep or flags.regime_map or flags.model or flags.plot_only
-                                              or flags.resume or flags.diagnose or flags.preset)
-    return designs.DEMO if demo else designs.NO_DESIGN
-
-
-def given_flags(argv=None) -> dict:
-    """Only the flags typed on the command line, parsed: {name: value}. A flag typed
-    with its default value counts as given; defaults and preset values do not."""
-    not_given = object()                           # not a string: argparse would parse a string default
-    parser = _build_parser()
-    parser.set_defaults(**{f.name: not_given for f in dataclasses.fields(Args)})
-    return {name: value for name, value in vars(parser.parse_args(argv)).items() if value is not not_given}
-
-
-def check_args(args: Args):
-    """Refuse, with one clear line, what would fail later or silently do the wrong thing."""
-    if args.group_size < 2:
-        raise UsageError(f"--group-size must be at least 2 (got {args.group_size}): a group of one has no relative advantage")
-    if args.regime_map and args.model:
-        raise UsageError("--regime-map maps the toy's knobs; it cannot run with --model")
-    if args.workers < 0:
-        raise UsageError("--workers must be at least 1, or 0 for one per CPU core")
-    for name in ("steps", "prompts_per_step", "inner_updates", "max_new_tokens", "eval_prompts", "eval_samples", "seeds"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    batch = args.group_size * args.prompts_per_step
-    if args.micro_batch_size and (args.micro_batch_size < 0 or batch % args.micro_batch_size):
-        raise UsageError(f"--micro-batch-size {args.micro_batch_size} does not divide the batch of {batch} responses")
-    if args.max_prompt_tokens < 0:
-        raise UsageError("--max-prompt-tokens must be positive, or 0 for the model's context minus --max-new-tokens")
-    if args.eval_temperature < 0 or args.lora_rank < 0 or args.lora_alpha < 0:
-        raise UsageError("--eval-temperature, --lora-rank and --lora-alpha cannot be negative")
-    if args.dataset and not args.model:
-        raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
-    designed = args.design in designs.DESIGNS
-    if designed and (args.model or args.regime_map):
-        raise UsageError(f"--design {args.design} sets the toy's knobs; it cannot run with "
-                         f"{'--model' if args.model else '--regime-map'} (add --design plain)")
-    if not args.model:
-        try:                                       # the toy's own checks, before anything is written
-            lm_setup.toy_world(args)
-        except ValueError as err:                  # naming the design's knobs when they are the cause
-            knobs = designs.knobs_at_fault(args.design, args, lm_setup.toy_world) if designed else ""
-            raise UsageError(err if not knobs else f"{err} (design {args.design} sets {knobs}: add --design plain)") from None
-
-
-# =====================================================================================
-# 5. Rollout: sample G responses per prompt, mask them, score them
-# =====================================================================================
-
-
-@dataclass
-class Rollout:
-    sequences: torch.Tensor       # (B, S_prompt + T) prompt (left-padded) then response
-    attention: torch.Tensor       # (B, S_prompt + T)
-    response_mask: torch.Tensor   # (B, T) 1 on every sampled token up to and including the first EOS
-    completions: list             # B strings: forced prefix + decoded response
-    truncated: torch.Tensor       # (B,) True where no EOS came before max_new_tokens
-
-
-def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask every position up to and including the first EOS, whatever token was sampled
-    there (a PAD the policy sampled itself is *in* the loss; choice 4). eos_id: one id or a
-    list (every stop id: EOS, end of turn). (B, T) -> (B, T), (B,)"""
-    is_eos = torch.isin(response, torch.as_tensor(eos_id, device=response.device))
-    has_eos = is_eos.any(dim=1)
-    first_eos = torch.where(has_eos, is_eos.float().argmax(dim=1), torch.full_like(has_eos, response.shape[1], dtype=torch.long))
-    positions = torch.arange(response.shape[1], device=response.device)[None, :]
-    return (positions <= first_eos[:, None]).long(), ~has_eos
-
-
-def autocast(args, device_type):
-    """Compute in --dtype, keep weights and optimizer state in float32: bf16 weights
-    would round away most updates at lr ~1e-6 (bf16 keeps 8 bits of mantissa)."""
-    dtype = lm_setup.DTYPES[args.dtype]
-    return torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
-
-
-@torch.no_grad()
-def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=None) -> Rollout:
-    """Continue each `prompt + forced prefix`; the forced text is prompt, not response.
-    Sampled at `temperature` (default: --temperature); temperature 0 is greedy."""
-    encoded = tokenizer([p + f for p, f in zip(prompt_texts, forced_prefixes)], return_tensors="pt",
-                        padding=True, add_special_tokens=False).to(policy.device)
-    temperature = args.temperature if temperature is None else temperature
-    sampling = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
-    stop_ids = chat_template.stop_token_ids(tokenizer, getattr(policy, "generation_config", None))   # EOS, end of turn
-    with autocast(args, policy.device.type):
-        if args.rollout_engine == "generate":      # the reference
-            sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens,
-                                        pad_token_id=tokenizer.pad_token_id, eos_token_id=stop_ids, **sampling)
-        else:                                      # the same tokens, faster on a GPU (docs/gpu-rollouts.md)
-            sequences = rollout_engines.sample(policy, encoded, args.max_new_tokens, tokenizer.pad_token_id, stop_ids,
-                                               args.rollout_engine, **sampling)
-    response = sequences[:, encoded["input_ids"].shape[1]:]                              # (B, T)
-    mask, truncated = response_mask_from_eos(response, stop_ids)
-    completions = [f + tokenizer.decode(r[m.bool()], skip_special_tokens=True)
-                   for f, r, m in zip(forced_prefixes, response, mask)]
-    return Rollout(sequences, torch.cat([encoded["attention_mask"], mask], dim=1), mask, completions, truncated)
-
-
-def token_logprobs(model, sequences, attention, n_response, temperature=1.0, with_entropy=False):
-    """log pi(o_t | q, o_<t) of the last n_response tokens, (B, T); and their entropy.
-
-    Positions come from the attention mask, as in generation, so the first inner update
-    sees ratio exactly 1. Only the response positions' logits are materialised.
-    """
-    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
-    logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions,
-                   logits_to_keep=n_response + 1).logits[:, :-1]                        # (B, T, V)
-    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
-    logp = logp_all.gather(-1, sequences[:, -n_response:, None]).squeeze(-1)            # (B, T)
-    entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None
-    return logp, entropy
-
-
-# =====================================================================================
-# 6. The update: mu inner steps of the clipped objective, aggregated by the chosen rule
-# =====================================================================================
-
-
-def micro_batches(batch_size, micro_batch_size):
-    size = micro_batch_size or batch_size
-    return [slice(i, i + size) for i in range(0, batch_size, size)]
-
-
-def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
-    """Advantages -> coefficients c_it of the rule over whole groups -> mu inner updates.
-
-    Each inner update accumulates sum_it c_it * l_it over micro-batches, which equals
-    J_rule of the full batch exactly (choice 8). The old log-probs are the first inner
-    update's own log-probs, detached: the policy has not moved yet, so they are the
-    rollout policy's, and the first update sees ratio exactly 1 for one forward pass
-    fewer. Non-finite loss or gradients skip the optimizer step (`skipped_updates`).
-    """
-    G, T = args.group_size, batch.response_mask.shape[1]
-    mask = batch.response_mask.float()                                                    # (B, T)
-    advantages = group_advantages(rewards, G, args.adv_scale).to(mask.device)            # (B,)
-    coefficients = aggregation_coefficients(mask, advantages, G, args.aggregator)        # (B, T)
-    chunks = micro_batches(mask.shape[0], args.micro_batch_size)
-    old_logp = torch.zeros_like(mask)                                                     # filled by inner update 0
-    ref_logp = None
-    if reference is not None:
-        with torch.no_grad():
-            with autocast(args, mask.device.type):
-                ref_logp = torch.cat([token_logprobs(reference, batch.sequences[c], batch.attention[c], T, args.temperature)[0] for c in chunks])
-    stats = {"pg_loss": 0.0, "entropy": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0, "skipped_updates": 0}
-    n_tokens = mask.sum().clamp(min=1)
-    for inner in range(args.inner_updates):
-        optimizer.zero_grad(set_to_none=True)
-        total, clipped = 0.0, 0.0
-        for c in chunks:
-            with autocast(args, mask.device.type):                                        # forward only
-                logp, entropy = token_logprobs(policy, batch.sequences[c], batch.attention[c], T, args.temperature, with_entropy=inner == 0)
-            if inner == 0:
-                old_logp[c] = logp.detach()                                               # pi_old = pi_theta before any step
-            token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low, args.eps_high,
-                                            None if ref_logp is None else ref_logp[c], args.beta)
-            loss = (coefficients[c] * token_loss).sum()                                   # this chunk's share of J
-            loss.backward()
-            total += loss.item()
-            with torch.no_grad():
-                ratio = torch.exp(torch.where(mask[c] > 0, logp - old_logp[c], torch.zeros_like(logp)))
-                adv = advantages[c][:, None]
-                clipped += (mask[c] * (((adv > 0) & (ratio > 1 + args.eps_high)) | ((adv < 0) & (ratio < 1 - args.eps_low))).float()).sum().item()
-                # drift from the reference (beta > 0) or from the rollout policy
-                kl = k3_kl(logp, old_logp[c] if ref_logp is None else ref_logp[c]) * mask[c]
-                if inner == 0:                                   # pg_loss: J without its beta * KL part
-                    kl_part = args.beta * (coefficients[c] * kl).sum().item() if ref_logp is not None else 0.0
-                    stats["pg_loss"] += loss.item() - kl_part
-                    stats["entropy"] += ((entropy * mask[c]).sum() / n_tokens).item()
-                if inner == args.inner_updates - 1:
-                    stats["kl"] += (kl.sum() / n_tokens).item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
-        if not (math.isfinite(total) and torch.isfinite(grad_norm)):
-            stats["skipped_updates"] += 1
-            optimizer.zero_grad(set_to_none=True)
-        else:
-            optimizer.step()
-        stats["clip_frac"] += clipped / n_tokens.item() / args.inner_updates
-        if inner == 0:
-            stats["grad_norm"] = grad_norm.item()
-    return stats
-
-
-# =====================================================================================
-# 7. Diagnostics: what each step logs (docs/metrics.md)
-# =====================================================================================
-
-
 def step_diagnostics(rewards, mask, args) -> dict:
     """Lengths by reward and by sign of advantage, and the sign weights of all three rules."""
-    lengths = mask.sum(1).float()                                                         # L_i: (B,)
+    lengths = mask.sum(1).float()                                                  # L_i: (B,)
     advantages = group_advantages(rewards, args.group_size, args.adv_scale)
     pos, neg = advantages > 0, advantages < 0
     out = {"reward_mean": rewards.mean().item(), **length_stats(lengths, rewards),
@@ -601,7 +411,7 @@ def step_diagnostics(rewards, mask, args) -> dict:
 
 
 # =====================================================================================
-# 8. The training loop: rollout -> reward -> update, logged, checkpointed, resumable
+# 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable
 # =====================================================================================
 
 
@@ -611,11 +421,13 @@ def evaluate(policy, tokenizer, task, rows, args) -> float:
     K = args.eval_samples
     prompts = [task.prompt_text(r["prompt"]) for r in rows for _ in range(K)]
     answers = [r["answer"] for r in rows for _ in range(K)]
-    size = args.prompts_per_step * args.group_size if args.micro_batch_size else len(prompts)   # a rollout's batch fits
+    # a rollout's batch fits in memory (--micro-batch-size only splits the update)
+    size = args.prompts_per_step * args.group_size if args.micro_batch_size else len(prompts)
     verdicts = []
     policy.eval()
     for i in range(0, len(prompts), size):
-        batch = rollout(policy, tokenizer, prompts[i:i + size], [""] * len(prompts[i:i + size]), args, args.eval_temperature)
+        chunk = prompts[i:i + size]
+        batch = rollout(policy, tokenizer, chunk, [""] * len(chunk), args, args.eval_temperature)
         verdicts += [verify(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
     return sum(verdicts) / len(verdicts)
 
@@ -623,7 +435,8 @@ def evaluate(policy, tokenizer, task, rows, args) -> float:
 def step_rows(task, step_seed: int, args) -> list:
     """The P prompt rows of a step, drawn from its seed: a resumed run draws the same."""
     generator = torch.Generator().manual_seed(step_seed)
-    return [task.train[i] for i in torch.randint(len(task.train), (args.prompts_per_step,), generator=generator).tolist()]
+    picks = torch.randint(len(task.train), (args.prompts_per_step,), generator=generator)
+    return [task.train[i] for i in picks.tolist()]
 
 
 def sample_groups(policy, tokenizer, task, rows, rng, args):
@@ -639,16 +452,19 @@ def sample_groups(policy, tokenizer, task, rows, rng, args):
     return batch, rewards, forced
 
 
-def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, eval_sets=None) -> dict:
+def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args,
+              eval_sets=None) -> dict:
     """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update;
     first, if given, avg@K on each eval set {metric name: rows} and `accuracy`, their mean."""
     batch, rewards, forced = sample_groups(policy, tokenizer, task, rows, rng, args)
     metrics = step_diagnostics(rewards, batch.response_mask.cpu(), args)
     if eval_sets:
-        scores = {name: evaluate(policy, tokenizer, task, eval_rows, args) for name, eval_rows in eval_sets.items()}
+        scores = {name: evaluate(policy, tokenizer, task, eval_rows, args)
+                  for name, eval_rows in eval_sets.items()}
         metrics.update(scores, accuracy=sum(scores.values()) / len(scores))
     policy.train()
-    metrics.update(grpo_update(policy, reference, optimizer, batch, rewards.to(policy.device), args))
+    rewards = rewards.to(policy.device)
+    metrics.update(grpo_update(policy, reference, optimizer, batch, rewards, args))
     metrics.update(truncated_frac=batch.truncated.float().mean().item(),
                    forced_frac=sum(bool(f) for f in forced) / len(forced))
     return metrics
@@ -657,7 +473,8 @@ def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, ev
 def is_eval_step(step: int, args) -> bool:
     """Step 0, every --eval-every steps, the last step, and every --eval-dense-every steps
     up to --eval-dense-until (an early-dense schedule: rules that separate early are seen)."""
-    dense = args.eval_dense_until > 0 and step <= args.eval_dense_until and step % max(1, args.eval_dense_every) == 0
+    dense = (args.eval_dense_until > 0 and step <= args.eval_dense_until
+             and step % max(1, args.eval_dense_every) == 0)
     return dense or step % args.eval_every == 0 or step == args.steps - 1
 
 
@@ -669,162 +486,53 @@ def seed_step(seed: int, step: int) -> int:
 
 
 def train(args: Args, log=print) -> str:
-    """One GRPO run with one rule. Writes args.json, metrics.jsonl (one object per step)
-    and checkpoint.pt; returns the output directory."""
-    if not args.model:                     # the toy: an unwritable directory fails before the warm-up
-        run_io.prepare_output_dir(args.output_dir)
-    device = run_io.pick_device(args.device)
-    if device.type == "cpu":
-        torch.set_num_threads(run_io.pick_threads(args.threads, real_model=bool(args.model)))
-        torch.set_flush_denormal(True)     # Adam's tiny second moments are denormal: 10x slower sqrt
-    ckpt_path = os.path.join(args.output_dir, "checkpoint.pt")
-    saved = run_io.read_checkpoint(ckpt_path, device) if args.resume else None   # a bad file fails before the model loads
-    policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row first
-    if args.lora_rank:                             # train adapters only, over a frozen base
-        policy = lora.add_adapters(policy, args, device.type)
-    eval_sets = benchmarks.eval_sets(args, task)                         # and every --eval-dataset row
-    out = run_io.prepare_output_dir(args.output_dir)                     # so bad data writes nothing
-    policy.to(device)
-    reference = None
-    if args.beta > 0:                              # pi_ref = the starting policy, frozen
-        reference = lora.ReferenceWithoutAdapters(policy) if args.lora_rank else copy.deepcopy(policy).eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
-    metrics_path = os.path.join(out, "metrics.jsonl")
-    start = 0
-    if args.resume:                                # every check passes before the directory changes
-        start = run_io.restore_checkpoint(saved, ckpt_path, policy, optimizer, metrics_path, args.steps, log)
-        del saved
-        run_io.write_args(out, dataclasses.asdict(dataclasses.replace(args, resume="")))   # a new --steps, machine flags
-        log(f"resuming {out} at step {start} of {args.steps}" if start < args.steps else
-            f"{out} has finished its {args.steps} steps; extend it with --resume {out} --steps {args.steps + 100}")
-    else:
-        with open(os.path.join(out, "args.json"), "w") as f:
-            json.dump(dataclasses.asdict(args), f, indent=2)
-        if task.data_report is not None:           # rows read, used, left out and why
-            task.data_report.save(os.path.join(out, "data_report.json"))
-        open(metrics_path, "w").close()
-    args = dataclasses.replace(args, dtype=run_io.autocast_dtype(device.type, args.dtype, log))   # args.json keeps the request
-
-    interrupted, since_checkpoint = [], []          # metrics lines the next checkpoint keeps
-
-    def on_sigint(*_):                             # first Ctrl-C: finish the step, save, stop
-        if interrupted:
-            raise KeyboardInterrupt                # second Ctrl-C: stop now
-        interrupted.append(True)
-    in_main_thread = threading.current_thread() is threading.main_thread()   # signals work there only
-    previous_handler = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
-    try:
-        bar = tqdm(range(start, args.steps), desc=f"{args.aggregator:>8s}", initial=start, total=args.steps,
-                   dynamic_ncols=True, disable=None)
-        for step in bar:
-            step_start = time.time()
+    """One GRPO run with one rule: each step samples P prompts, G rollouts each, rewards
+    them and updates (grpo_step). Writes args.json, metrics.jsonl (one object per step)
+    and checkpoint.pt to args.output_dir, and returns it."""
+    run = TrainingRun(args, log)                  # device, threads; a bad directory fails now
+    policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row
+    if args.lora_rank:                            # train adapters only, over a frozen base
+        policy = lora.add_adapters(policy, args, run.device.type)
+    eval_sets = benchmarks.eval_sets(args, task)  # and every --eval-dataset row, before writing
+    policy.to(run.device)
+    reference = None                              # pi_ref: the start policy, frozen, when beta > 0
+    if args.beta > 0:                             # (LoRA: the base model, adapters switched off)
+        reference = (lora.ReferenceWithoutAdapters(policy) if args.lora_rank
+                     else copy.deepcopy(policy).eval().requires_grad_(False))
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr,
+                                  weight_decay=0.0)
+    args = run.begin(policy, optimizer, task)     # args.json, or --resume's checkpoint
+    with run.ctrl_c_saves():                      # Ctrl-C: finish the step, save, stop
+        for step in run.steps():
             step_seed = seed_step(args.seed, step)
             rows = step_rows(task, step_seed, args)
-            evaluate_now = is_eval_step(step, args)
-            metrics = {"step": step, **grpo_step(policy, reference, optimizer, tokenizer, task, rows,
-                                                 random.Random(step_seed), args, eval_sets if evaluate_now else None)}
-            metrics["step_time"] = time.time() - step_start
-            since_checkpoint.append(run_io.append_metrics(metrics_path, metrics))   # synced before any checkpoint
-            if step == start:
-                log(f"step-{step} rollouts: wrong/right mean length {metrics['wrong_over_right']:.2f} "
-                    f"(right {metrics['len_right']:.1f}, wrong {metrics['len_wrong']:.1f}), "
-                    f"std/mean {metrics['std_over_mean']:.2f}, reward {metrics['reward_mean']:.2f}")
-            if step % args.log_every == 0 or step == args.steps - 1:
-                acc = f" acc {metrics['accuracy']:.2f}" if "accuracy" in metrics else ""
-                bar.write(f"[{args.aggregator}] step {step:4d} reward {metrics['reward_mean']:.2f}{acc} "
-                          f"len +{_fmt(metrics['len_pos'])} -{_fmt(metrics['len_neg'])} "
-                          f"pg_loss {metrics['pg_loss']:+.4f} pos_share {_fmt(metrics['pos_share'], 2)} "
-                          f"({metrics['step_time']:.2f}s/step)")
-            if interrupted or (args.save_every and (step + 1) % args.save_every == 0) or step == args.steps - 1:
-                run_io.save_checkpoint(ckpt_path, policy, optimizer, step, since_checkpoint)   # keeps the lines too
-                since_checkpoint = []
-            if interrupted:
-                log(f"interrupted: checkpoint of step {step} saved; continue with --resume {out}")
-                raise KeyboardInterrupt            # stops a demo or sweep too, not just this run
-    finally:
-        if in_main_thread:
-            signal.signal(signal.SIGINT, previous_handler)
-    return out
-
-
-def _fmt(value, digits=1):
-    return "n/a" if value is None else f"{value:.{digits}f}"
+            evals = eval_sets if is_eval_step(step, args) else None
+            metrics = grpo_step(policy, reference, optimizer, tokenizer, task, rows,
+                                random.Random(step_seed), args, evals)
+            run.record(step, metrics, policy, optimizer)   # metrics line, log, checkpoint
+    return run.out
 
 
 # =====================================================================================
-# 9. Entry points: one run, the demo (three rules), the sweep, plots
+# 8. main: one run, a resumed run, or the demo
 # =====================================================================================
-
-
-def run_demo(args: Args, log=print) -> str:
-    """The three rules from the same starting weights and seed (the warmed-up toy, or
-    --model as loaded), one run directory each; returns their parent directory (main()
-    draws its figures and table)."""
-    label = run_io.run_label(dataclasses.asdict(args))                  # the toy's regime, or the model's name
-    if args.model:
-        base = args.output_dir or os.path.join("runs", label)
-    else:                                   # a design's demo is seed 0 of its --sweep, in the same place
-        named = args.design in designs.DESIGNS and args.design != designs.DEMO
-        base = args.output_dir or (f"runs/{args.design}" if named else "runs/demo")
-    for rule in AGGREGATORS:
-        train(dataclasses.replace(args, aggregator=rule, output_dir=os.path.join(base, f"{label}-{rule}-s{args.seed}")), log)
-    return base
-
-
-def run_sweep(args: Args, log=print) -> str:
-    """Both regimes x three rules x --seeds seeds, or with --design that design's seeds x
-    three rules, one run after another (the two vCPUs behave like one core); returns the
-    sweep's directory (main() draws its figures and table)."""
-    if args.design in designs.DESIGNS:
-        base = args.output_dir or f"runs/{args.design}"
-        plan = [(args.regime, seed) for seed in designs.DESIGNS[args.design]["seeds"]]
-    else:
-        base = args.output_dir or "runs/sweep"
-        plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(args.seeds)]
-    for regime, seed in plan:
-        for rule in AGGREGATORS:
-            out = os.path.join(base, f"{regime}-{rule}-s{seed}")
-            status = run_io.run_status(out, args.steps, log)         # restores lines a power cut lost
-            if status == "finished":
-                log(f"skip {out}: already complete")
-                continue
-            train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out,
-                                      resume=out if status == "resume" else ""), log)
-    return base
 
 
 def main(argv=None) -> int:
+    """One run (--aggregator RULE), a run continued (--resume DIR), or by default the demo
+    (--aggregator all): analysis/sweep.py trains the three rules, then draws figures."""
     try:
         args = parse_args(argv)
         check_args(args)
-        if args.diagnose:                          # measures a rollouts file; trains nothing
-            from analysis import diagnose
-            diagnose.run(args.diagnose, args.adv_scale)
-            return 0
-        if args.resume:                            # one run, continued: its args.json, then the flags typed
-            defaults = {f.name: f.default for f in dataclasses.fields(Args)}
-            args = Args(**run_io.resumed_args(args.resume, given_flags(argv), defaults))
+        if args.resume:                            # its args.json, then the flags typed
+            args = resumed_args(argv)
             check_args(args)
-            train(args)
-        elif args.regime_map and not args.plot_only:
-            from analysis import regime_map
-            regime_map.run_map(args)
-        elif args.plot_only or args.sweep or args.aggregator == "all":
-            from analysis import plots, regime_map, toy_consequences
-            if args.plot_only and os.path.exists(os.path.join(args.plot_only, regime_map.INDEX_FILE)):
-                regime_map.report(args.plot_only, args.figures_dir or None)
-                return 0
-            base = args.plot_only or (run_sweep(args) if args.sweep else run_demo(args))   # --plot-only trains nothing
-            plots.report(base, args.figures_dir or None)
-            design = toy_consequences.saved_design(base)     # a design's runs: its paired report, mechanism figure
-            if design:
-                toy_consequences.report(base, args.figures_dir or base, title=f"Design {design}:")
-            if design and not (args.sweep or args.plot_only):
-                print(f"One seed ranks nothing: `python grpo_ba.py --design {design} --sweep` trains its "
-                      f"{len(designs.DESIGNS[design]['seeds'])} seeds and compares the rules paired (docs/toy-designs.md).")
+        if args.aggregator == "all":
+            from analysis import sweep
+            sweep.demo(args)
         else:
-            args.output_dir = args.output_dir or f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
-            train(args)
+            default_dir = f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
+            train(dataclasses.replace(args, output_dir=args.output_dir or default_dir))
         return 0
     except KeyboardInterrupt:
         print("grpo_ba.py: interrupted", file=sys.stderr)

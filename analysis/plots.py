@@ -5,7 +5,7 @@ through autograd; nothing here re-types their formulas. Training figures and the
 summary table read the `metrics.jsonl` files that grpo_ba.py writes.
 
     python -m analysis.plots --analytic assets/        # the three analytic figures
-    python grpo_ba.py --plot-only runs/sweep    # training figures + table.md of a sweep
+    python -m analysis.report runs/sweep               # training figures + table.md of a sweep
 """
 from __future__ import annotations
 

@@ -11,9 +11,11 @@ the rule whose 95% interval excludes 0, else "tie". The map's axes are the *meas
 step-0 statistics of the policy's own rollouts (wrong/right mean length and
 std/mean of lengths), not the knob values.
 
-    python grpo_ba.py --regime-map                       # 3 gaps x 3 spreads x 3 rules x --seeds seeds
-    python grpo_ba.py --regime-map --workers 2           # two runs at a time, one thread each
-    python grpo_ba.py --plot-only runs/regime_map        # redraw regime_map.png / .md from the metrics
+    python -m analysis.regime_map                     # 3 gaps x 3 spreads x 3 rules x --seeds seeds
+    python -m analysis.regime_map --workers 2         # two runs at a time, one thread each
+    python -m analysis.report runs/regime_map         # redraw regime_map.png / .md from the metrics
+
+It takes every training flag of grpo_ba.py (`--steps`, `--lr`, ...) for all its runs.
 
 Interrupted? Run the same command again: finished runs are skipped, a run stopped
 with Ctrl-C resumes from its checkpoint, the rest start over.
@@ -27,11 +29,14 @@ import json
 import math
 import multiprocessing
 import os
+import sys
 import time
+from dataclasses import dataclass
 
 from analysis import paired_stats
+from grpo_ba_args import RULES, UsageError, arg, check_args, parse_command
 from plumbing import run_io
-from toy_tasks import ToyWorld
+from toy_tasks import ToyWorld, designs
 
 MAP_WARMUP_STEPS = 1000           # every cell: spread cells need as many as regime variance (grpo_ba.WARMUP_STEPS)
 INDEX_FILE = "regime_map.json"     # marks a directory as a regime map; holds the grid and the wall times
@@ -265,15 +270,25 @@ def _train(args):
     grpo_ba.train(args)
 
 
-def run_map(args, log=print) -> list[str]:
-    """Warm up every cell, train every (cell, rule, seed) not yet finished, `args.workers`
-    runs at a time, then draw the map. `args` is grpo_ba.Args."""
+@dataclass
+class MapOptions:
+    map_gap_sizes: tuple = arg(("0", "9", "18"), "the cells' --gap-size values (0: no gap)",
+                               section="the map")
+    map_spread_sizes: tuple = arg(("0", "8", "16"), "the cells' --spread-size values (0: no spread)")
+    seeds: int = arg(5, "seeds per (cell, rule); rules are compared paired by seed")
+    workers: int = arg(0, "runs trained at a time, one thread each (0: one per CPU core)")
+    figures_dir: str = arg("", "where regime_map.png and .md go (default: the runs directory)")
+
+
+def run_map(args, options: MapOptions, log=print) -> list[str]:
+    """Warm up every cell, train every (cell, rule, seed) not yet finished,
+    `options.workers` runs at a time, then draw the map. `args` is grpo_ba_args.Args,
+    the settings of every run."""
     from tqdm import tqdm
 
-    from grpo_ba import AGGREGATORS
     base = args.output_dir or "runs/regime_map"
-    cells = build_grid(args.map_gap_sizes, args.map_spread_sizes)
-    workers = args.workers or os.cpu_count() or 1
+    cells = build_grid(options.map_gap_sizes, options.map_spread_sizes)
+    workers = options.workers or os.cpu_count() or 1
     threads = args.threads or 1                               # parallel runs: one thread each
     max_new_tokens = max(args.max_new_tokens, longest_response(cells))
     warmup_steps = args.warmup_steps or MAP_WARMUP_STEPS
@@ -284,16 +299,16 @@ def run_map(args, log=print) -> list[str]:
         with open(index_path) as f:
             index = json.load(f)
     index.update(gap_sizes=sorted({c.gap_size for c in cells}), spread_sizes=sorted({c.spread_size for c in cells}),
-                 seeds=args.seeds, steps=args.steps, warmup_steps=warmup_steps, max_new_tokens=max_new_tokens)
+                 seeds=options.seeds, steps=args.steps, warmup_steps=warmup_steps, max_new_tokens=max_new_tokens)
     start = time.time()
 
     def cell_args(cell, **changes):
         return dataclasses.replace(args, regime="gap", gap_size=cell.gap_size, spread_size=cell.spread_size,
-                                   threads=threads, regime_map=False, warmup_steps=warmup_steps,
+                                   threads=threads, warmup_steps=warmup_steps,
                                    max_new_tokens=max_new_tokens, **changes)
 
     todo, resumable = [], 0
-    for cell, rule, seed, out in run_plan(base, cells, args.seeds, AGGREGATORS):
+    for cell, rule, seed, out in run_plan(base, cells, options.seeds, RULES):
         status = run_io.run_status(out, args.steps, log)   # restores lines a power cut lost
         if status == "finished":
             continue
@@ -301,8 +316,8 @@ def run_map(args, log=print) -> list[str]:
         resumable += has_checkpoint
         todo.append((cell, cell_args(cell, aggregator=rule, seed=seed, output_dir=out,
                                      resume=out if has_checkpoint else "")))
-    total = len(cells) * args.seeds * len(AGGREGATORS)
-    log(f"regime map: {len(cells)} cells x {len(AGGREGATORS)} rules x {args.seeds} seeds = {total} runs of "
+    total = len(cells) * options.seeds * len(RULES)
+    log(f"regime map: {len(cells)} cells x {len(RULES)} rules x {options.seeds} seeds = {total} runs of "
         f"{args.steps} steps in {base} ({warmup_steps} warm-up steps per cell, up to {max_new_tokens} new tokens); "
         f"{total - len(todo)} finished, {resumable} to resume, {len(todo) - resumable} to train; "
         f"{workers} workers x {threads} thread; each run's output in <its directory>.log")
@@ -333,4 +348,27 @@ def run_map(args, log=print) -> list[str]:
     with open(index_path, "w") as f:
         json.dump(index, f, indent=2)
     log(f"regime map: {len(todo)} runs trained in {(time.time() - start) / 60:.1f} min")
-    return report(base, args.figures_dir or None, log)
+    return report(base, options.figures_dir or None, log)
+
+
+def main(argv=None) -> int:
+    try:
+        args, options = parse_command(argv, MapOptions, prog="python -m analysis.regime_map",
+                                      description=__doc__.split("\n\n")[0])
+        if args.model or args.resume or args.design in designs.DESIGNS:
+            raise UsageError("the regime map maps the toy's own knobs: it runs without --model, "
+                             "--resume and --design")
+        if options.seeds < 1 or options.workers < 0:
+            raise UsageError("--seeds must be at least 1, --workers at least 0 (0: one per CPU core)")
+        check_args(args)
+        run_map(args, options)
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError) as err:           # UsageError, RunError, bad toy settings
+        print(f"analysis.regime_map: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

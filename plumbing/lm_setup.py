@@ -9,6 +9,7 @@ that is not the algorithm.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -27,7 +28,6 @@ from plumbing.chat_template import format_prompt
 from plumbing.errors import SetupError
 from toy_tasks import VOCAB_CHARS, ToyWorld, make_problems, warmup_corpus
 
-hf_logging.disable_progress_bar()         # per-load progress bars would drown the training log
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 
 
@@ -194,6 +194,23 @@ def check_model_path(name_or_path: str):
         raise SetupError(f"model path {name_or_path!r} does not exist")
 
 
+@contextlib.contextmanager
+def _no_progress_bars():
+    """transformers' (and the hub's) progress bars off for one load: every run of a sweep
+    loads the cached toy, and a bar per load would drown the training log. They are put
+    back as they were, so neither importing nor using this module changes the setting of
+    a program around it (a TRL user keeps their download bars)."""
+    from huggingface_hub import utils as hub_utils
+    was_on, hub_was_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+        (hub_utils.disable_progress_bars if hub_was_off else hub_utils.enable_progress_bars)()
+
+
 def load_model(name_or_path: str, attn_implementation: str | None = None):
     """Any HF causal LM, from the hub or a local directory."""
     check_model_path(name_or_path)
@@ -202,14 +219,16 @@ def load_model(name_or_path: str, attn_implementation: str | None = None):
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     try:
-        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        with _no_progress_bars():
+            return AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as err:
         raise SetupError(f"cannot load model {name_or_path!r}: {str(err).splitlines()[0]}") from None
 
 
 def load_tokenizer(name_or_path: str):
     try:
-        tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(name_or_path))
+        with _no_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(name_or_path))
     except OSError as err:
         raise SetupError(f"cannot load tokenizer {name_or_path!r}: {str(err).splitlines()[0]}") from None
     tokenizer.padding_side = "left"

@@ -1,0 +1,103 @@
+"""analysis/sweep.py -- the three rules compared: the demo, and a sweep over seeds.
+
+    python grpo_ba.py                                # the demo (it calls `demo` below)
+    python -m analysis.sweep                         # 2 regimes x 3 rules x --seeds seeds
+    python -m analysis.sweep --design loop-gap       # a design's seeds x 3 rules, paired report
+    python -m analysis.sweep --seeds 3 --steps 200   # any training flag of grpo_ba.py
+
+Both train one run directory per (regime, rule, seed) with grpo_ba.train, from the same
+warmed-up weights, one run after another (the two vCPUs behave like one core), then
+draw the figures and tables of analysis/report.py (for a toy design also its paired
+report and mechanism figure). A sweep run again skips
+its finished runs and resumes those with a checkpoint.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+
+import grpo_ba
+from analysis import report
+from grpo_ba_args import UsageError, arg, check_args, parse_command
+from plumbing import run_io
+from toy_tasks import designs
+
+
+@dataclass
+class SweepOptions:
+    seeds: int = arg(5, "seeds per (regime, rule); with --design the design's own seeds instead; "
+                        "rules are compared paired by seed", section="the sweep")
+    figures_dir: str = arg("", "where figures and tables go (default: the runs directory)")
+
+
+def run_demo(args, log=print) -> str:
+    """The three rules from the same starting weights and seed (the warmed-up toy, or
+    --model as loaded), one run directory each; returns their parent directory."""
+    label = run_io.run_label(dataclasses.asdict(args))                  # the toy's regime, or the model
+    if args.model:
+        base = args.output_dir or os.path.join("runs", label)
+    else:                                   # a design's demo is seed 0 of its sweep, in the same place
+        named = args.design in designs.DESIGNS and args.design != designs.DEMO
+        base = args.output_dir or (f"runs/{args.design}" if named else "runs/demo")
+    for rule in grpo_ba.AGGREGATORS:
+        out = os.path.join(base, f"{label}-{rule}-s{args.seed}")
+        grpo_ba.train(dataclasses.replace(args, aggregator=rule, output_dir=out), log)
+    return base
+
+
+def run_sweep(args, seeds: int = 5, log=print) -> str:
+    """Both regimes x three rules x `seeds` seeds, or with --design that design's seeds x
+    three rules, one run after another; returns the sweep's directory."""
+    if args.design in designs.DESIGNS:
+        base = args.output_dir or f"runs/{args.design}"
+        plan = [(args.regime, seed) for seed in designs.DESIGNS[args.design]["seeds"]]
+    else:
+        base = args.output_dir or "runs/sweep"
+        plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(seeds)]
+    for regime, seed in plan:
+        for rule in grpo_ba.AGGREGATORS:
+            out = os.path.join(base, f"{regime}-{rule}-s{seed}")
+            status = run_io.run_status(out, args.steps, log)         # restores lines a power cut lost
+            if status == "finished":
+                log(f"skip {out}: already complete")
+                continue
+            grpo_ba.train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out,
+                                              resume=out if status == "resume" else ""), log)
+    return base
+
+
+def demo(args, log=print) -> str:
+    """`python grpo_ba.py`: the demo's three runs, their figures, and what to run next."""
+    base = run_demo(args, log)
+    design = report.report(base, log=log)
+    if design:
+        log(f"One seed ranks nothing: `python -m analysis.sweep --design {design}` trains its "
+            f"{len(designs.DESIGNS[design]['seeds'])} seeds and compares the rules paired "
+            f"(docs/toy-designs.md).")
+    return base
+
+
+def main(argv=None) -> int:
+    try:
+        args, options = parse_command(argv, SweepOptions, prog="python -m analysis.sweep",
+                                      description=__doc__.split("\n\n")[0])
+        if args.resume:
+            raise UsageError("--resume continues one run: python grpo_ba.py --resume DIR")
+        if options.seeds < 1:
+            raise UsageError("--seeds must be at least 1")
+        check_args(args)
+        report.report(run_sweep(args, options.seeds), options.figures_dir)
+        return 0
+    except KeyboardInterrupt:
+        print("analysis.sweep: interrupted; run the same command again to go on", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as err:           # UsageError, RunError, SetupError, bad toy settings
+        for line in str(err).splitlines() or [""]:
+            print(f"analysis.sweep: error: {line}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

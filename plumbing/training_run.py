@@ -1,0 +1,123 @@
+"""plumbing/training_run.py -- the bookkeeping around grpo_ba.train()'s loop.
+
+What a run does besides the algorithm, so that train() reads as the loop itself:
+- before the model loads: the device and threads, an unwritable output directory and a
+  bad checkpoint to resume from fail first (nothing is trained for nothing);
+- `begin`: a new run writes args.json, data_report.json and an empty metrics.jsonl; a
+  resumed one checks its checkpoint against the model, then continues from it;
+- `steps`: the progress bar over the steps still to run;
+- `record`: one metrics line per step (synced), the log lines, checkpoints;
+- `ctrl_c_saves`: a first Ctrl-C finishes the step, saves a checkpoint and stops;
+  a second stops at once.
+The files themselves are plumbing/run_io.py's.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import threading
+import time
+
+import torch
+from tqdm import tqdm
+
+from plumbing import run_io
+
+
+class TrainingRun:
+    def __init__(self, args, log=print):
+        """Pick the device and threads, then fail early: an unwritable directory (the toy:
+        before its warm-up) or a checkpoint that cannot be read."""
+        if not args.model:
+            run_io.prepare_output_dir(args.output_dir)
+        self.device = run_io.pick_device(args.device)
+        if self.device.type == "cpu":
+            torch.set_num_threads(run_io.pick_threads(args.threads, real_model=bool(args.model)))
+            torch.set_flush_denormal(True)     # Adam's tiny second moments are denormal: 10x slower sqrt
+        self.args, self.log, self.out = args, log, args.output_dir
+        self.checkpoint_path = os.path.join(self.out, "checkpoint.pt")
+        self.metrics_path = os.path.join(self.out, "metrics.jsonl")
+        self.saved = run_io.read_checkpoint(self.checkpoint_path, self.device) if args.resume else None
+        self.interrupted, self.since_checkpoint = [], []    # metrics lines the next checkpoint keeps
+
+    def begin(self, policy, optimizer, task):
+        """Write the run directory, or restore the checkpoint of a resumed run (every check
+        passes before the directory changes). -> args computing in a dtype this device
+        supports (args.json keeps the dtype requested)."""
+        args, out = self.args, run_io.prepare_output_dir(self.out)   # after the data checks
+        start = 0
+        if args.resume:
+            start = run_io.restore_checkpoint(self.saved, self.checkpoint_path, policy, optimizer,
+                                              self.metrics_path, args.steps, self.log)
+            self.saved = None
+            run_io.write_args(out, dataclasses.asdict(dataclasses.replace(args, resume="")))
+            self.log(f"resuming {out} at step {start} of {args.steps}" if start < args.steps else
+                     f"{out} has finished its {args.steps} steps; extend it with "
+                     f"--resume {out} --steps {args.steps + 100}")
+        else:
+            with open(os.path.join(out, "args.json"), "w") as f:
+                json.dump(dataclasses.asdict(args), f, indent=2)
+            if task.data_report is not None:           # rows read, used, left out and why
+                task.data_report.save(os.path.join(out, "data_report.json"))
+            open(self.metrics_path, "w").close()
+        dtype = run_io.autocast_dtype(self.device.type, args.dtype, self.log)
+        self.args = dataclasses.replace(args, dtype=dtype)
+        self.start = start
+        return self.args
+
+    def steps(self):
+        """The steps still to run, under a progress bar; each step's clock starts here."""
+        args = self.args
+        self.bar = tqdm(range(self.start, args.steps), desc=f"{args.aggregator:>8s}", initial=self.start,
+                        total=args.steps, dynamic_ncols=True, disable=None)
+        for step in self.bar:
+            self.step_start = time.time()
+            yield step
+
+    def record(self, step, metrics, policy, optimizer) -> dict:
+        """Append the step's metrics line (synced before any checkpoint), log, checkpoint
+        every --save-every steps, at the last step and on Ctrl-C (then stop)."""
+        args = self.args
+        metrics = {"step": step, **metrics, "step_time": time.time() - self.step_start}
+        self.since_checkpoint.append(run_io.append_metrics(self.metrics_path, metrics))
+        if step == self.start:
+            self.log(f"step-{step} rollouts: wrong/right mean length {metrics['wrong_over_right']:.2f} "
+                     f"(right {metrics['len_right']:.1f}, wrong {metrics['len_wrong']:.1f}), "
+                     f"std/mean {metrics['std_over_mean']:.2f}, reward {metrics['reward_mean']:.2f}")
+        if step % args.log_every == 0 or step == args.steps - 1:
+            acc = f" acc {metrics['accuracy']:.2f}" if "accuracy" in metrics else ""
+            self.bar.write(f"[{args.aggregator}] step {step:4d} reward {metrics['reward_mean']:.2f}{acc} "
+                           f"len +{_fmt(metrics['len_pos'])} -{_fmt(metrics['len_neg'])} "
+                           f"pg_loss {metrics['pg_loss']:+.4f} pos_share {_fmt(metrics['pos_share'], 2)} "
+                           f"({metrics['step_time']:.2f}s/step)")
+        last = step == args.steps - 1
+        if self.interrupted or (args.save_every and (step + 1) % args.save_every == 0) or last:
+            run_io.save_checkpoint(self.checkpoint_path, policy, optimizer, step, self.since_checkpoint)
+            self.since_checkpoint = []
+        if self.interrupted:
+            self.log(f"interrupted: checkpoint of step {step} saved; continue with --resume {self.out}")
+            raise KeyboardInterrupt                # stops a demo or sweep too, not just this run
+        return metrics
+
+    @contextlib.contextmanager
+    def ctrl_c_saves(self):
+        """First Ctrl-C: finish the step, save, stop (see `record`); second: stop now.
+        Signals can be caught in the main thread only; elsewhere Ctrl-C is left as it is."""
+        def on_sigint(*_):
+            if self.interrupted:
+                raise KeyboardInterrupt
+            self.interrupted.append(True)
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
+        try:
+            yield
+        finally:
+            if in_main_thread:
+                signal.signal(signal.SIGINT, previous)
+
+
+def _fmt(value, digits=1):
+    return "n/a" if value is None else f"{value:.{digits}f}"
