@@ -23,13 +23,15 @@ from plumbing import lm_setup, rollout_engines, run_io
 from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, designs
 
 RULES = ("token", "sequence", "balanced")        # = grpo_ba.AGGREGATORS (a test keeps them equal)
-WARMUP_STEPS = {"gap": 600, "variance": 1000}   # greedy held-out accuracy 0.5-0.6 at step 0 (toy_tasks)
+# greedy held-out accuracy 0.5-0.6 at step 0 (toy_tasks)
+WARMUP_STEPS = {"gap": 600, "variance": 1000}
 
 
 def arg(default, help, section=None):  # noqa: A002
     """A field and its --help line. `section` opens a --help section: every field after
     it belongs to that section, up to the next one."""
-    return field(default=default, metadata={"help": help, **({"section": section} if section else {})})
+    metadata = {"help": help, **({"section": section} if section else {})}
+    return field(default=default, metadata=metadata)
 
 
 @dataclass
@@ -37,8 +39,9 @@ class Args:
     # ---- the run
     aggregator: str = arg("all", "the rule (docs/method.md §2); all: the demo, the three rules "
                                  "from the same weights and seed", section="the run")
-    design: str = arg(designs.AUTO, "toy design whose flags become the defaults (docs/toy-designs.md): "
-                                    "auto is demo for the demo, plain otherwise; plain sets none")
+    design: str = arg(designs.AUTO, "toy design whose flags become the defaults "
+                                    "(docs/toy-designs.md): auto is demo for the demo, plain "
+                                    "otherwise; plain sets none")
     steps: int = arg(100, "GRPO steps")
     seed: int = arg(0, "seed of the RL run (sampling, prompt order)")
     output_dir: str = arg("", "where args.json, metrics.jsonl and checkpoint.pt go "
@@ -68,7 +71,8 @@ class Args:
     slip_style: str = arg("ramble", "what a ramble writes: ramble (the token ~) or loop (the sum "
                                     "just written, repeated)")
     force_frac: float = arg(0.3, "fraction of responses whose start the environment forces")
-    warmup_steps: int = arg(0, "supervised warm-up steps, cached (0: 600 for gap, 1000 for variance)")
+    warmup_steps: int = arg(0, "supervised warm-up steps, cached (0: 600 for gap, 1000 for "
+                               "variance)")
     warmup_seed: int = arg(0, "seed of the warm-up, shared by every rule and RL seed")
     # ---- evaluation, logging, checkpoints
     eval_every: int = arg(10, "held-out accuracy every N steps, step 0 and the last included",
@@ -115,11 +119,13 @@ PRESETS = {
                        micro_batch_size=4, max_new_tokens=1024, lr=1e-6, group_size=8,
                        prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
                        temperature=1.0, save_every=50, model="Qwen/Qwen3-1.7B"),
-    # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base (plumbing/lora.py).
+    # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base
+    # (plumbing/lora.py).
     # Its context is 4096 tokens: 3072 new, so prompts may have up to 1024. LoRA's best lr
     # sits about 10x above full fine-tuning's (1e-6 in the preset above).
-    "qwen2.5-math-7b": dict(dtype="bfloat16", gradient_checkpointing=True, attn_implementation="sdpa",
-                            micro_batch_size=4, max_new_tokens=3072, lr=1e-5, group_size=8,
+    "qwen2.5-math-7b": dict(dtype="bfloat16", gradient_checkpointing=True,
+                            attn_implementation="sdpa", micro_batch_size=4, max_new_tokens=3072,
+                            lr=1e-5, group_size=8,
                             prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
                             temperature=1.0, save_every=50, model="Qwen/Qwen2.5-Math-7B",
                             lora_rank=32, lora_alpha=64, lora_target_modules="all-linear"),
@@ -165,7 +171,8 @@ class _Help(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text, default = action.help, action.default
-        if default is argparse.SUPPRESS or default is False or default in (None, "", ()) or "(default" in text:
+        empty = default is argparse.SUPPRESS or default is False or default in (None, "", ())
+        if empty or "(default" in text:
             return text
         shown = " ".join(map(str, default)) if isinstance(default, (tuple, list)) else str(default)
         return f"{text} (default: {shown.replace('%', '%%')})"
@@ -190,10 +197,11 @@ def add_fields(parser, options_class):
         flag = "--" + f.name.replace("_", "-")
         text = f.metadata["help"]
         if f.type in ("bool", bool):
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
+                               help=text)
             continue
-        kind = {"int": int, "float": float, "str": str, "tuple": str}[f.type if isinstance(f.type, str)
-                                                                         else f.type.__name__]
+        type_name = f.type if isinstance(f.type, str) else f.type.__name__
+        kind = {"int": int, "float": float, "str": str, "tuple": str}[type_name]
         choices = CHOICES.get(f.name) if options_class is Args else None
         if choices and _metavar(f.name, kind) == "NAME":           # too many to list in the flag
             text += "; one of " + ", ".join(c for c in choices if c)
@@ -205,9 +213,11 @@ def add_fields(parser, options_class):
 def build_parser(*study_options, prog="grpo_ba.py", description="") -> _Parser:
     """Args' flags first, then each study dataclass's own; grpo_ba.py's moved flags are
     accepted only to answer with their new command."""
-    usage = f"python {prog} [--aggregator RULE] [--design NAME] [flags]" if prog == "grpo_ba.py" else None
-    epilog = ("studies have their own commands: python -m analysis.sweep, analysis.regime_map, "
-              "analysis.report RUNS_DIR, analysis.diagnose ROLLOUTS.jsonl") if prog == "grpo_ba.py" else None
+    usage = epilog = None
+    if prog == "grpo_ba.py":
+        usage = "python grpo_ba.py [--aggregator RULE] [--design NAME] [flags]"
+        epilog = ("studies have their own commands: python -m analysis.sweep, analysis.regime_map, "
+                  "analysis.report RUNS_DIR, analysis.diagnose ROLLOUTS.jsonl")
     parser = _Parser(prog=prog, usage=usage, description=description, epilog=epilog,
                      formatter_class=_Help, allow_abbrev=False)
     add_fields(parser, Args)
@@ -237,13 +247,15 @@ def parse_command(argv=None, *study_options, prog="grpo_ba.py", description=""):
         raise UsageError(f"--{moved.replace('_', '-')} moved out of grpo_ba.py: {MOVED[moved]}")
     parser = build_parser(*study_options, prog=prog, description=description)
     known, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**PRESETS.get(known.preset, {}))       # preset values are defaults; flags win
+    parser.set_defaults(**PRESETS.get(known.preset, {}))     # preset values are defaults; flags win
     design = chosen_design(known, study=bool(study_options))
     parser.set_defaults(**designs.design_flags(design))        # and so are a toy design's
     values = vars(parser.parse_args(argv))
     args = Args(**{f.name: values.pop(f.name) for f in dataclasses.fields(Args)})
     args = dataclasses.replace(args, design=design)
-    return (args, *(cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)}) for cls in study_options))
+    options = [cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
+               for cls in study_options]
+    return (args, *options)
 
 
 def parse_args(argv=None) -> Args:
@@ -266,7 +278,7 @@ def given_flags(argv=None) -> dict:
     moved = _first_moved(argv)
     if moved:
         raise UsageError(f"--{moved.replace('_', '-')} moved out of grpo_ba.py: {MOVED[moved]}")
-    not_given = object()                           # not a string: argparse would parse a string default
+    not_given = object()                       # not a string: argparse would parse a string default
     parser = build_parser()
     parser.set_defaults(**{f.name: not_given for f in dataclasses.fields(Args)})
     return {name: value for name, value in vars(parser.parse_args(argv)).items()
@@ -277,7 +289,8 @@ def resumed_args(argv) -> Args:
     """The Args of `--resume DIR`: its args.json, then the flags typed. An args.json of
     an older version may hold the study flags that left Args; they are dropped."""
     parsed = parse_args(argv)
-    defaults = {**{f.name: f.default for f in dataclasses.fields(Args)}, **{name: None for name in MOVED}}
+    defaults = {f.name: f.default for f in dataclasses.fields(Args)}
+    defaults.update({name: None for name in MOVED})             # retired settings load, then drop
     saved = run_io.resumed_args(parsed.resume, given_flags(argv), defaults)
     return Args(**{f.name: saved[f.name] for f in dataclasses.fields(Args)})
 
@@ -309,9 +322,9 @@ def check_args(args: Args):
         raise UsageError(f"--design {args.design} sets the toy's knobs; it cannot run with --model "
                          f"(add --design plain)")
     if not args.model:
-        try:                                       # the toy's own checks, before anything is written
+        try:                                      # the toy's own checks, before anything is written
             lm_setup.toy_world(args)
-        except ValueError as err:                  # naming the design's knobs when they are the cause
-            knobs = designs.knobs_at_fault(args.design, args, lm_setup.toy_world) if designed else ""
+        except ValueError as err:                # naming the design's knobs when they are the cause
+            knobs = designed and designs.knobs_at_fault(args.design, args, lm_setup.toy_world)
             raise UsageError(err if not knobs else f"{err} (design {args.design} sets {knobs}: "
                                                    f"add --design plain)") from None

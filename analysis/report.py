@@ -1,8 +1,8 @@
 """analysis/report.py -- figures and tables from the runs saved under a directory.
 
-    python -m analysis.report runs/sweep                 # training figures, table.md, paired_differences.md
-    python -m analysis.report runs/loop-gap              # ... and a design's consequences.md, mechanism.png
-    python -m analysis.report runs/regime_map            # regime_map.png and regime_map.md
+    python -m analysis.report runs/sweep        # training figures, table.md, paired_differences.md
+    python -m analysis.report runs/loop-gap     # ... and a design's consequences.md, mechanism.png
+    python -m analysis.report runs/regime_map   # regime_map.png and regime_map.md
     python -m analysis.report runs/sweep --figures-dir assets
 
 It trains nothing: it reads the args.json and metrics.jsonl files that grpo_ba.py, the
@@ -28,14 +28,16 @@ def report(runs_dir: str, figures_dir: str = "", log=print) -> str:
     plots.report(runs_dir, figures_dir or None, log)
     design = toy_consequences.saved_design(runs_dir)     # a design's runs: its paired report too
     if design:
-        toy_consequences.report(runs_dir, figures_dir or runs_dir, title=f"Design {design}:", log=log)
+        toy_consequences.report(runs_dir, figures_dir or runs_dir, title=f"Design {design}:",
+                                log=log)
     return design
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs_dir", metavar="RUNS_DIR", help="a directory of runs (searched recursively)")
-    parser.add_argument("--figures-dir", default="", help="where figures and tables go (default: RUNS_DIR)")
+    parser = argparse.ArgumentParser(prog="python -m analysis.report",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs_dir", metavar="RUNS_DIR", help="runs under it, searched recursively")
+    parser.add_argument("--figures-dir", default="", help="where figures go (default: RUNS_DIR)")
     options = parser.parse_args(argv)
     try:
         report(options.runs_dir, options.figures_dir)

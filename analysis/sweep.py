@@ -35,10 +35,10 @@ class SweepOptions:
 def run_demo(args, log=print) -> str:
     """The three rules from the same starting weights and seed (the warmed-up toy, or
     --model as loaded), one run directory each; returns their parent directory."""
-    label = run_io.run_label(dataclasses.asdict(args))                  # the toy's regime, or the model
+    label = run_io.run_label(dataclasses.asdict(args))              # the toy's regime, or the model
     if args.model:
         base = args.output_dir or os.path.join("runs", label)
-    else:                                   # a design's demo is seed 0 of its sweep, in the same place
+    else:                                # a design's demo is seed 0 of its sweep, in the same place
         named = args.design in designs.DESIGNS and args.design != designs.DEMO
         base = args.output_dir or (f"runs/{args.design}" if named else "runs/demo")
     for rule in grpo_ba.AGGREGATORS:
@@ -59,12 +59,13 @@ def run_sweep(args, seeds: int = 5, log=print) -> str:
     for regime, seed in plan:
         for rule in grpo_ba.AGGREGATORS:
             out = os.path.join(base, f"{regime}-{rule}-s{seed}")
-            status = run_io.run_status(out, args.steps, log)         # restores lines a power cut lost
+            status = run_io.run_status(out, args.steps, log)       # restores lines a power cut lost
             if status == "finished":
                 log(f"skip {out}: already complete")
                 continue
-            grpo_ba.train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed, output_dir=out,
-                                              resume=out if status == "resume" else ""), log)
+            resume = out if status == "resume" else ""
+            grpo_ba.train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed,
+                                              output_dir=out, resume=resume), log)
     return base
 
 
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("analysis.sweep: interrupted; run the same command again to go on", file=sys.stderr)
         return 130
-    except (ValueError, OSError) as err:           # UsageError, RunError, SetupError, bad toy settings
+    except (ValueError, OSError) as err:        # UsageError, RunError, SetupError, bad toy settings
         for line in str(err).splitlines() or [""]:
             print(f"analysis.sweep: error: {line}", file=sys.stderr)
         return 2

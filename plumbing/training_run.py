@@ -36,12 +36,15 @@ class TrainingRun:
         self.device = run_io.pick_device(args.device)
         if self.device.type == "cpu":
             torch.set_num_threads(run_io.pick_threads(args.threads, real_model=bool(args.model)))
-            torch.set_flush_denormal(True)     # Adam's tiny second moments are denormal: 10x slower sqrt
+            # Adam's tiny second moments are denormal: 10x slower sqrt
+            torch.set_flush_denormal(True)
         self.args, self.log, self.out = args, log, args.output_dir
         self.checkpoint_path = os.path.join(self.out, "checkpoint.pt")
         self.metrics_path = os.path.join(self.out, "metrics.jsonl")
-        self.saved = run_io.read_checkpoint(self.checkpoint_path, self.device) if args.resume else None
-        self.interrupted, self.since_checkpoint = [], []    # metrics lines the next checkpoint keeps
+        self.saved = None
+        if args.resume:
+            self.saved = run_io.read_checkpoint(self.checkpoint_path, self.device)
+        self.interrupted, self.since_checkpoint = [], []   # metrics lines the next checkpoint keeps
 
     def begin(self, policy, optimizer, task):
         """Write the run directory, or restore the checkpoint of a resumed run (every check
@@ -71,8 +74,8 @@ class TrainingRun:
     def steps(self):
         """The steps still to run, under a progress bar; each step's clock starts here."""
         args = self.args
-        self.bar = tqdm(range(self.start, args.steps), desc=f"{args.aggregator:>8s}", initial=self.start,
-                        total=args.steps, dynamic_ncols=True, disable=None)
+        self.bar = tqdm(range(self.start, args.steps), desc=f"{args.aggregator:>8s}",
+                        initial=self.start, total=args.steps, dynamic_ncols=True, disable=None)
         for step in self.bar:
             self.step_start = time.time()
             yield step
@@ -83,22 +86,25 @@ class TrainingRun:
         args = self.args
         metrics = {"step": step, **metrics, "step_time": time.time() - self.step_start}
         self.since_checkpoint.append(run_io.append_metrics(self.metrics_path, metrics))
+        m = metrics
         if step == self.start:
-            self.log(f"step-{step} rollouts: wrong/right mean length {metrics['wrong_over_right']:.2f} "
-                     f"(right {metrics['len_right']:.1f}, wrong {metrics['len_wrong']:.1f}), "
-                     f"std/mean {metrics['std_over_mean']:.2f}, reward {metrics['reward_mean']:.2f}")
+            self.log(f"step-{step} rollouts: wrong/right mean length {m['wrong_over_right']:.2f} "
+                     f"(right {m['len_right']:.1f}, wrong {m['len_wrong']:.1f}), "
+                     f"std/mean {m['std_over_mean']:.2f}, reward {m['reward_mean']:.2f}")
         if step % args.log_every == 0 or step == args.steps - 1:
-            acc = f" acc {metrics['accuracy']:.2f}" if "accuracy" in metrics else ""
-            self.bar.write(f"[{args.aggregator}] step {step:4d} reward {metrics['reward_mean']:.2f}{acc} "
-                           f"len +{_fmt(metrics['len_pos'])} -{_fmt(metrics['len_neg'])} "
-                           f"pg_loss {metrics['pg_loss']:+.4f} pos_share {_fmt(metrics['pos_share'], 2)} "
-                           f"({metrics['step_time']:.2f}s/step)")
+            acc = f" acc {m['accuracy']:.2f}" if "accuracy" in m else ""
+            self.bar.write(f"[{args.aggregator}] step {step:4d} reward {m['reward_mean']:.2f}{acc} "
+                           f"len +{_fmt(m['len_pos'])} -{_fmt(m['len_neg'])} "
+                           f"pg_loss {m['pg_loss']:+.4f} pos_share {_fmt(m['pos_share'], 2)} "
+                           f"({m['step_time']:.2f}s/step)")
         last = step == args.steps - 1
         if self.interrupted or (args.save_every and (step + 1) % args.save_every == 0) or last:
-            run_io.save_checkpoint(self.checkpoint_path, policy, optimizer, step, self.since_checkpoint)
+            run_io.save_checkpoint(self.checkpoint_path, policy, optimizer, step,
+                                   self.since_checkpoint)
             self.since_checkpoint = []
         if self.interrupted:
-            self.log(f"interrupted: checkpoint of step {step} saved; continue with --resume {self.out}")
+            self.log(f"interrupted: checkpoint of step {step} saved; "
+                     f"continue with --resume {self.out}")
             raise KeyboardInterrupt                # stops a demo or sweep too, not just this run
         return metrics
 

@@ -5,7 +5,9 @@ import json
 import pytest
 
 import grpo_ba
+from analysis import report, sweep
 from grpo_ba import main, parse_args
+from grpo_ba_args import parse_command
 from toy_tasks import designs
 
 
@@ -17,10 +19,10 @@ def test_the_demo_runs_design_demo_and_typed_flags_win():
     assert (typed.design, typed.steps, typed.spread_size, typed.warmup_steps) == ("demo", 60, 4, 1000)
 
 
-@pytest.mark.parametrize("argv", [["--aggregator", "token"], ["--sweep"], ["--regime-map"], ["--design", "plain"],
-                                  ["--plot-only", "runs"]])
-def test_everything_but_the_demo_keeps_the_plain_toy(argv):
-    args = parse_args(argv)
+@pytest.mark.parametrize("argv, study", [(["--aggregator", "token"], None), ([], sweep.SweepOptions),
+                                         (["--design", "plain"], None), (["--resume", "runs/x"], None)])
+def test_everything_but_the_demo_keeps_the_plain_toy(argv, study):
+    args = parse_command(argv, study)[0] if study else parse_args(argv)
     plain = grpo_ba.Args()
     assert args.design == "plain"
     assert (args.spread_size, args.warmup_steps, args.steps, args.eval_prompts) == (
@@ -44,7 +46,6 @@ def test_a_named_design_sets_its_knobs_for_a_single_rule_too():
 @pytest.mark.parametrize("argv, words", [
     (["--regime", "variance"], "design demo sets --spread-size 8: add --design plain"),
     (["--design", "loop-gap", "--model", "some/model"], "cannot run with --model"),
-    (["--design", "spread-room", "--regime-map"], "cannot run with --regime-map"),
     (["--design", "no-such-design"], "invalid choice"),
 ])
 def test_a_design_that_cannot_apply_is_refused_in_one_line(argv, words, capsys):
@@ -56,8 +57,8 @@ def test_a_design_that_cannot_apply_is_refused_in_one_line(argv, words, capsys):
 def test_design_sweep_trains_the_design_seeds_under_three_rules(tmp_path, monkeypatch):
     trained = []
     monkeypatch.setattr(grpo_ba, "train", lambda args, log=print: trained.append(args) or args.output_dir)
-    args = parse_args(["--design", "loop-gap", "--sweep", "--output-dir", str(tmp_path)])
-    assert grpo_ba.run_sweep(args, log=lambda *a: None) == str(tmp_path)
+    args, _ = parse_command(["--design", "loop-gap", "--output-dir", str(tmp_path)], sweep.SweepOptions)
+    assert sweep.run_sweep(args, log=lambda *a: None) == str(tmp_path)
     assert [(a.seed, a.aggregator) for a in trained] == [(s, r) for s in (0, 1, 2, 3, 4)
                                                          for r in ("token", "sequence", "balanced")]
     assert {a.output_dir for a in trained} == {str(tmp_path / f"gap-{r}-s{s}") for s in range(5)
@@ -68,10 +69,10 @@ def test_design_sweep_trains_the_design_seeds_under_three_rules(tmp_path, monkey
 def test_a_design_demo_goes_where_its_sweep_puts_seed_0(monkeypatch):
     trained = []
     monkeypatch.setattr(grpo_ba, "train", lambda args, log=print: trained.append(args.output_dir))
-    assert grpo_ba.run_demo(parse_args(["--design", "tilde-gap"]), log=lambda *a: None) == "runs/tilde-gap"
+    assert sweep.run_demo(parse_args(["--design", "tilde-gap"]), log=lambda *a: None) == "runs/tilde-gap"
     assert trained == [f"runs/tilde-gap/gap-{r}-s0" for r in ("token", "sequence", "balanced")]
     trained.clear()
-    assert grpo_ba.run_demo(parse_args([]), log=lambda *a: None) == "runs/demo"
+    assert sweep.run_demo(parse_args([]), log=lambda *a: None) == "runs/demo"
 
 
 
@@ -92,7 +93,7 @@ def test_plot_only_redraws_a_designs_paired_report_and_only_a_designs(design, re
     for seed, base in ((0, 0.4), (1, 0.5)):
         for rule, gain in (("token", 0.1), ("sequence", 0.0), ("balanced", 0.2)):
             _saved_run(tmp_path, design, rule, seed, [base, base + gain / 2, base + gain])
-    assert main(["--plot-only", str(tmp_path)]) == 0
+    assert report.main([str(tmp_path)]) == 0
     assert (tmp_path / "table.md").exists()
     assert (tmp_path / "consequences.md").exists() == reported
     assert (tmp_path / "mechanism.png").exists() == reported

@@ -1,11 +1,11 @@
-"""`python grpo_ba.py --diagnose ROLLOUTS.jsonl` against a computation in plain Python."""
+"""The diagnosis of a rollouts file (analysis/diagnose.py) against a computation in plain Python."""
 import json
 import random
 import statistics
 
 import pytest
 
-from grpo_ba import main
+from analysis import diagnose
 
 # Long wrong answers: three prompts of G = 4 with 2, 1 and 3 right answers (reward 1).
 LONG_WRONG = [("a", 1, 6), ("a", 0, 19), ("a", 1, 5), ("a", 0, 23),
@@ -20,8 +20,14 @@ def write_rollouts(path, rows):
     return str(path)
 
 
-def run_diagnose(capsys, *argv):
-    code = main(["--diagnose", *argv])
+def run_diagnose(capsys, path, *flags):
+    """diagnose.run as its command runs it: a bad file is one line on stderr, exit code 2."""
+    try:
+        diagnose.run(path, flags[1] if flags[:1] == ("--adv-scale",) else "std")
+        code = 0
+    except (ValueError, OSError) as err:
+        print(f"analysis.diagnose: error: {err}", file=__import__("sys").stderr)
+        code = 2
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -75,9 +75,9 @@ def test_every_figure_function_writes_a_nonempty_png(tmp_path):
     assert (tmp_path / "figs" / "table.md").read_text().count("| gap |") == 3
 
 
-def test_plot_only_redraws_from_saved_metrics_without_training(tmp_path):
+def test_python_m_analysis_report_redraws_from_saved_metrics_without_training(tmp_path):
     fake_run(tmp_path, "variance", "balanced", 0, [0.5, 0.7], [0.0, 0.0], 8, 8)
-    result = subprocess.run([sys.executable, os.path.join(REPO, "grpo_ba.py"), "--plot-only", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "analysis.report", str(tmp_path)], cwd=REPO,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "training_variance.png").exists() and (tmp_path / "table.md").exists()

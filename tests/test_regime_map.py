@@ -5,7 +5,7 @@ import os
 import pytest
 
 import grpo_ba
-from analysis import regime_map
+from analysis import regime_map, report
 from analysis.regime_map import Cell, build_grid, cell_summary, run_plan, winner
 
 
@@ -92,7 +92,7 @@ def test_plot_only_redraws_the_map_from_saved_metrics(tmp_path):
             for seed, metrics in by_seed.items():
                 _write_run(tmp_path / f"gap{gap}-spread{spread}" / f"{rule}-s{seed}", gap, spread, rule, seed, metrics)
     (tmp_path / regime_map.INDEX_FILE).write_text(json.dumps({"sessions": []}))
-    assert grpo_ba.main(["--plot-only", str(tmp_path)]) == 0
+    assert report.main([str(tmp_path)]) == 0
     table = (tmp_path / "regime_map.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert len(rows) == 4 and all("**BA**" in r and "**tie**" in r for r in rows)
@@ -101,11 +101,11 @@ def test_plot_only_redraws_the_map_from_saved_metrics(tmp_path):
 
 def test_two_by_two_map_runs_end_to_end_and_resumes(tmp_path, cache_dir):
     out = tmp_path / "map"
-    argv = ["--regime-map", "--map-gap-sizes", "0", "9", "--map-spread-sizes", "0", "8", "--seeds", "1",
+    argv = ["--map-gap-sizes", "0", "9", "--map-spread-sizes", "0", "8", "--seeds", "1",
             "--steps", "2", "--warmup-steps", "20", "--group-size", "4", "--prompts-per-step", "4",
             "--eval-every", "1", "--eval-prompts", "8", "--workers", "2", "--cache-dir", cache_dir,
             "--output-dir", str(out)]
-    assert grpo_ba.main(argv) == 0
+    assert regime_map.main(argv) == 0
     cells = regime_map.load_cells(str(out))
     assert set(cells) == set(build_grid([0, 9], [0, 8]))
     assert all(len(m) == 2 for by_rule in cells.values() for by_seed in by_rule.values() for m in by_seed.values())
@@ -117,11 +117,12 @@ def test_two_by_two_map_runs_end_to_end_and_resumes(tmp_path, cache_dir):
     torn = out / "gap0-spread0" / "balanced-s0" / "metrics.jsonl"          # a power cut tore its last line
     whole = torn.read_text()
     torn.write_text(whole[:-40])
-    assert grpo_ba.main(argv) == 0                                        # everything finished: nothing retrained
+    assert regime_map.main(argv) == 0                                     # everything finished: nothing retrained
     assert (out / "gap9-spread8" / "token-s0" / "metrics.jsonl").read_text() == before
     assert torn.read_text() == whole                                      # repaired from its checkpoint
     assert len(json.loads((out / regime_map.INDEX_FILE).read_text())["sessions"]) == 1
 
 
-def test_regime_map_refuses_a_real_model():
-    assert grpo_ba.main(["--regime-map", "--model", "some/model"]) == 2
+def test_regime_map_refuses_a_real_model_and_a_design():
+    assert regime_map.main(["--model", "some/model"]) == 2
+    assert regime_map.main(["--design", "spread-room"]) == 2

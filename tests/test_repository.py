@@ -5,6 +5,7 @@ import ast
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -169,3 +170,63 @@ def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
     for name, imported in graph.items():
         if name.startswith("plumbing"):
             assert not {m for m in imported if m == "grpo_ba" or m.split(".")[0] in ("analysis", "integrations")}, name
+
+
+# ------------------------------------------------------------------ one readable script
+
+SCRIPT_MAX_LINES = 550
+LINE_MAX_CHARS = 100
+TRAIN_MAX_LINES = 40
+SHORT_LINED = ("grpo_ba.py", "grpo_ba_args.py", "plumbing/training_run.py", "analysis/sweep.py", "analysis/report.py")
+
+
+def _source(name):
+    with open(os.path.join(ROOT, name)) as f:
+        return f.read()
+
+
+def test_grpo_ba_py_is_read_in_one_sitting_at_most_550_lines():
+    assert len(_source("grpo_ba.py").splitlines()) <= SCRIPT_MAX_LINES
+
+
+@pytest.mark.parametrize("name", SHORT_LINED)
+def test_no_line_of_the_script_or_its_command_line_is_over_100_characters(name):
+    long_lines = [n for n, line in enumerate(_source(name).splitlines(), 1) if len(line) > LINE_MAX_CHARS]
+    assert long_lines == [], f"{name}: lines {long_lines}"
+
+
+def test_the_training_loop_fits_on_one_screen_train_at_most_40_lines():
+    train = next(node for node in ast.parse(_source("grpo_ba.py")).body
+                 if isinstance(node, ast.FunctionDef) and node.name == "train")
+    assert train.end_lineno - train.lineno + 1 <= TRAIN_MAX_LINES
+
+
+def test_grpo_ba_py_is_laid_out_in_the_papers_order():
+    titles = re.findall(r"^# (\d)\. (\S+)", _source("grpo_ba.py"), flags=re.M)
+    assert [title for _, title in titles] == ["Group-relative", "The", "The", "Rollout:", "The", "Diagnostics:",
+                                              "The", "main:"]
+    assert [int(n) for n, _ in titles] == list(range(1, 9))
+
+
+def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_were():
+    code = ("import importlib\n"
+            "from transformers.utils import logging\n"
+            "from huggingface_hub import utils as hub\n"
+            "before = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
+            "import grpo_ba, grpo_ba_args, analysis.sweep, analysis.report\n"
+            "for name in ('integrations.trl_balanced', 'integrations.verl_balanced'):\n"
+            "    try:\n"
+            "        importlib.import_module(name)\n"
+            "    except ImportError:\n"
+            "        pass\n"
+            "after = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
+            "from plumbing import lm_setup\n"
+            "with lm_setup._no_progress_bars():\n"
+            "    during = logging.is_progress_bar_enabled()\n"
+            "restored = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
+            "print(before == after == restored == (True, False), during)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False"]

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import grpo_ba
+from analysis import report
 from plumbing import run_io
 from grpo_ba import Args, main, train
 from test_training import tiny_args as training_tiny_args
@@ -247,11 +248,11 @@ def test_plot_only_draws_a_run_with_a_torn_last_line_and_refuses_a_corrupt_middl
     line = lambda step: json.dumps({"step": step, "accuracy": 0.5, "reward_mean": 0.5, "len_pos": 5, "len_neg": 9,
                                     "pg_loss": 0.01, "pos_share": 0.5})
     _fake_run(tmp_path / "runs" / "gap-balanced-s0", f"{line(0)}\n{line(1)}\n{line(2)[:30]}")
-    assert main(["--plot-only", str(tmp_path / "runs")]) == 0
+    assert report.main([str(tmp_path / "runs")]) == 0
     assert (tmp_path / "runs" / "table.md").exists()
     _fake_run(tmp_path / "bad" / "gap-balanced-s0", f"{line(0)}\n{line(1)[:30]}\n{line(2)}\n")
     capsys.readouterr()
-    assert main(["--plot-only", str(tmp_path / "bad")]) == 2
+    assert report.main([str(tmp_path / "bad")]) == 2
     one_error_line(capsys, "metrics.jsonl", "line 2")
 
 
@@ -298,8 +299,18 @@ def test_flags_typed_with_the_saved_value_and_machine_flags_are_accepted(tmp_pat
     assert (merged["steps"], merged["threads"], merged["device"], merged["aggregator"]) == (6, 4, "cpu", "token")
     with pytest.raises(run_io.RunError, match="--output-dir"):
         run_io.resumed_args(str(tmp_path), grpo_ba.given_flags(["--output-dir", str(tmp_path / "elsewhere")]), defaults)
-    with pytest.raises(run_io.RunError, match="--sweep"):
-        run_io.resumed_args(str(tmp_path), grpo_ba.given_flags(["--sweep"]), defaults)
+    with pytest.raises(grpo_ba.UsageError, match="python -m analysis.sweep"):
+        grpo_ba.given_flags(["--resume", str(tmp_path), "--sweep"])
+
+
+def test_an_args_json_written_before_the_studies_moved_out_still_resumes(tmp_path):
+    old = {f.name: f.default for f in dataclasses.fields(Args)}
+    old.update(aggregator="token", steps=2, output_dir=str(tmp_path), diagnose="", sweep=False, seeds=5,
+               regime_map=False, map_gap_sizes=["0", "9", "18"], map_spread_sizes=["0", "8", "16"],
+               workers=0, plot_only="", figures_dir="")
+    (tmp_path / "args.json").write_text(json.dumps(old))
+    args = grpo_ba.resumed_args(["--resume", str(tmp_path), "--steps", "4"])
+    assert (args.aggregator, args.steps, args.output_dir) == ("token", 4, str(tmp_path))
 
 
 # ------------------------------------------------------------------ device, threads, autocast

@@ -204,7 +204,7 @@ def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_pa
     saved = json.loads((tmp_path / "gap-balanced-s0" / "args.json").read_text())
     assert (saved["design"], saved["eval_dense_until"], saved["eval_every"]) == ("demo", 10, 5)
     assert (tmp_path / "consequences.md").exists() and (tmp_path / "mechanism.png").exists()
-    assert "`python grpo_ba.py --design demo --sweep` trains its 5 seeds" in capsys.readouterr().out
+    assert "`python -m analysis.sweep --design demo` trains its 5 seeds" in capsys.readouterr().out
     for rule in ("token", "sequence", "balanced"):
         assert read_metrics(tmp_path / f"gap-{rule}-s0")[0]["accuracy"] is not None
     firsts = {rule: read_metrics(tmp_path / f"gap-{rule}-s0")[0] for rule in ("token", "sequence", "balanced")}
@@ -213,12 +213,13 @@ def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_pa
 
 
 def test_sweep_covers_both_regimes_and_skips_finished_runs(tmp_path, cache_dir):
-    argv = TINY_FLAGS + ["--sweep", "--seeds", "1", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]
-    assert main(argv) == 0
+    from analysis import sweep
+    argv = TINY_FLAGS + ["--seeds", "1", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]
+    assert sweep.main(argv) == 0
     runs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
     assert runs == sorted(f"{reg}-{rule}-s0" for reg in ("gap", "variance") for rule in ("token", "sequence", "balanced"))
     stamp = (tmp_path / "gap-token-s0" / "metrics.jsonl").stat().st_mtime_ns
-    assert main(argv) == 0                                       # second call: nothing retrained
+    assert sweep.main(argv) == 0                                 # second call: nothing retrained
     assert (tmp_path / "gap-token-s0" / "metrics.jsonl").stat().st_mtime_ns == stamp
     assert "| variance | balanced | 1 |" in (tmp_path / "table.md").read_text()
     paired = (tmp_path / "paired_differences.md").read_text()       # one seed: differences, no intervals
