@@ -120,15 +120,14 @@ PRESETS = {
                        prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
                        temperature=1.0, save_every=50, model="Qwen/Qwen3-1.7B"),
     # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base
-    # (plumbing/lora.py).
-    # Its context is 4096 tokens: 3072 new, so prompts may have up to 1024. LoRA's best lr
-    # sits about 10x above full fine-tuning's (1e-6 in the preset above).
+    # (plumbing/lora.py). Its context is 4096 tokens: 3072 new, so prompts may have up to
+    # 1024. LoRA's best lr sits about 10x above full fine-tuning's (1e-6 in the preset above).
     "qwen2.5-math-7b": dict(dtype="bfloat16", gradient_checkpointing=True,
                             attn_implementation="sdpa", micro_batch_size=4, max_new_tokens=3072,
-                            lr=1e-5, group_size=8,
-                            prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
-                            temperature=1.0, save_every=50, model="Qwen/Qwen2.5-Math-7B",
-                            lora_rank=32, lora_alpha=64, lora_target_modules="all-linear"),
+                            lr=1e-5, group_size=8, prompts_per_step=8, inner_updates=1,
+                            eval_every=50, eval_prompts=64, temperature=1.0, save_every=50,
+                            model="Qwen/Qwen2.5-Math-7B", lora_rank=32, lora_alpha=64,
+                            lora_target_modules="all-linear"),
 }
 CHOICES = {"aggregator": ("all", *RULES), "regime": REGIMES,
            "gap_sign": GAP_SIGNS, "slip_style": SLIP_STYLES, "adv_scale": ("std", "none"),

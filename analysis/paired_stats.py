@@ -10,7 +10,7 @@ rules and each seed s we take d_s = metric(rule A, s) - metric(rule B, s) and re
 An interval that excludes 0 is a difference the seeds support; one that contains 0
 is a tie at this number of seeds. With one seed there is no interval.
 
-    python grpo_ba.py --sweep          # writes paired_differences.md beside table.md
+    python -m analysis.sweep        # writes paired_differences.md beside table.md
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ explain them (entropy, the weight on the positive side, right and wrong lengths)
     python -m analysis.toy_consequences runs/d1-loop-gap --out runs/d1-loop-gap/report
 
 Each design is a named set of grpo_ba.py flags (toy_tasks/designs.py); its runs are one
-directory per (rule, seed) under one folder, as `python grpo_ba.py --design NAME --sweep`
+directory per (rule, seed) under one folder, as `python -m analysis.sweep --design NAME`
 writes them (that command also writes this report).
 """
 from __future__ import annotations

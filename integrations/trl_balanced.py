@@ -20,7 +20,7 @@ kept; BA's coefficients do not depend on how a group's advantages are scaled.
 
 The bias in TRL's logs. Every generation batch logs, into TRL's own metrics (console,
 TensorBoard, W&B, trackio: wherever `report_to` sends them), the numbers
-`python grpo_ba.py --diagnose` prints, from diagnose.bias_metrics on the batch's
+`python -m analysis.diagnose` prints, from diagnose.bias_metrics on the batch's
 gathered lengths and TRL's advantages (before BA's rescaling):
 
     pos_share_token, pos_share_sequence, pos_share_balanced   share of each rule's gradient weight at
@@ -60,7 +60,7 @@ dapo divides each slice by N * GA / spg, so
   on lengths and advantages, so they stay right as the ratio moves.
 Both GA settings are tested in tests/test_trl_balanced.py.
 
-Your run's rollouts for `python grpo_ba.py --diagnose`: wrap the reward function,
+Your run's rollouts for `python -m analysis.diagnose`: wrap the reward function,
 `reward_funcs=dump_rollouts(my_reward, "rollouts.jsonl", num_generations=8)`; it
 returns the same rewards and appends one {"group", "reward", "length"} line per
 completion (one file per process with several processes: concatenate them).
@@ -169,7 +169,7 @@ class BalancedGRPOTrainer(GRPOTrainer):
 def dump_rollouts(reward_func, path, num_generations):
     """Wrap a TRL reward function: same rewards, and one {"group", "reward", "length"} JSON
     line per completion appended to `path` (`path`.rank<r> with several processes), the
-    input of `python grpo_ba.py --diagnose`.
+    input of `python -m analysis.diagnose`.
 
     group = "<generation batch>-<global row // G>", TRL's layout (process after process,
     groups contiguous), so a group split over two processes keeps one id. The reward is

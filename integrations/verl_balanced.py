@@ -72,7 +72,7 @@ not counted in P.
 
 The bias in verl's logs. Each call computes, from analysis.diagnose.bias_metrics on the batch's
 response lengths and verl's GRPO advantages (before the rescaling), the numbers
-`python grpo_ba.py --diagnose` prints:
+`python -m analysis.diagnose` prints:
 
     pos_share_token, pos_share_sequence, pos_share_balanced   share of each rule's gradient weight at
                                                               ratio 1 on positive-advantage responses

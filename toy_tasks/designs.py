@@ -6,7 +6,7 @@ the defaults of grpo_ba.py (a flag typed on the command line still wins):
 
     python grpo_ba.py                                     # the demo: design `demo`, three rules, seed 0
     python grpo_ba.py --design loop-gap                   # token's failure: 300 steps, three rules
-    python grpo_ba.py --design loop-gap --sweep           # the whole design: its seeds x three rules
+    python -m analysis.sweep --design loop-gap           # the whole design: its seeds x three rules
     python grpo_ba.py --design plain --regime variance    # none: the flags' own defaults
 
 What each one shows (5 paired seeds, last held-out accuracy, docs/toy-designs.md):
