@@ -120,8 +120,9 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
     log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
     model, tokenizer, seconds = warmup_toy_model(world, steps, seed, log=log)
     tmp = path + f".tmp{os.getpid()}"
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    with no_progress_bars():
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
     with open(os.path.join(tmp, "warmup.json"), "w") as f:
         json.dump({"world": vars(world), "steps": steps, "seed": seed, "seconds": seconds}, f)
     if os.path.exists(path):                  # a concurrent run won the race: keep its copy
@@ -195,7 +196,7 @@ def check_model_path(name_or_path: str):
 
 
 @contextlib.contextmanager
-def _no_progress_bars():
+def no_progress_bars():
     """transformers' (and the hub's) progress bars off for one load: every run of a sweep
     loads the cached toy, and a bar per load would drown the training log. They are put
     back as they were, so neither importing nor using this module changes the setting of
@@ -219,7 +220,7 @@ def load_model(name_or_path: str, attn_implementation: str | None = None):
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     try:
-        with _no_progress_bars():
+        with no_progress_bars():
             return AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as err:
         raise SetupError(f"cannot load model {name_or_path!r}: {str(err).splitlines()[0]}") from None
@@ -227,7 +228,7 @@ def load_model(name_or_path: str, attn_implementation: str | None = None):
 
 def load_tokenizer(name_or_path: str):
     try:
-        with _no_progress_bars():
+        with no_progress_bars():
             tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(name_or_path))
     except OSError as err:
         raise SetupError(f"cannot load tokenizer {name_or_path!r}: {str(err).splitlines()[0]}") from None

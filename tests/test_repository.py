@@ -221,7 +221,7 @@ def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_wer
             "        pass\n"
             "after = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
             "from plumbing import lm_setup\n"
-            "with lm_setup._no_progress_bars():\n"
+            "with lm_setup.no_progress_bars():\n"
             "    during = logging.is_progress_bar_enabled()\n"
             "restored = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
             "print(before == after == restored == (True, False), during)\n")

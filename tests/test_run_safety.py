@@ -244,7 +244,7 @@ def _fake_run(run_dir, metrics_text):
         f.write(metrics_text)
 
 
-def test_plot_only_draws_a_run_with_a_torn_last_line_and_refuses_a_corrupt_middle(tmp_path, capsys):
+def test_the_report_draws_a_run_with_a_torn_last_line_and_refuses_a_corrupt_middle(tmp_path, capsys):
     line = lambda step: json.dumps({"step": step, "accuracy": 0.5, "reward_mean": 0.5, "len_pos": 5, "len_neg": 9,
                                     "pg_loss": 0.01, "pos_share": 0.5})
     _fake_run(tmp_path / "runs" / "gap-balanced-s0", f"{line(0)}\n{line(1)}\n{line(2)[:30]}")
@@ -253,7 +253,9 @@ def test_plot_only_draws_a_run_with_a_torn_last_line_and_refuses_a_corrupt_middl
     _fake_run(tmp_path / "bad" / "gap-balanced-s0", f"{line(0)}\n{line(1)[:30]}\n{line(2)}\n")
     capsys.readouterr()
     assert report.main([str(tmp_path / "bad")]) == 2
-    one_error_line(capsys, "metrics.jsonl", "line 2")
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("analysis.report: error:"), err
+    assert "metrics.jsonl" in err[0] and "line 2" in err[0]
 
 
 # ------------------------------------------------------------------ resume as users expect
