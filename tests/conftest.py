@@ -42,3 +42,20 @@ def tiny_model_dir(tmp_path_factory):
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+# ------------------------------------------------------------------ the quick tier
+# `python -m pytest -q -m "not slow"`: the math core, the rules, the verifier, the command
+# line and the study commands' parsing, in about two minutes on a 2-core CPU. A test is
+# slow when it trains or builds a model (it asks for the warm-up cache or the tiny model),
+# runs the notebook, another trainer or a fresh install; the whole suite is what CI runs.
+SLOW_FIXTURES = {"cache_dir", "tiny_model_dir"}
+SLOW_FILES = {"test_notebook.py", "test_trl_balanced.py", "test_trl_multiprocess.py", "test_verl_balanced.py",
+              "test_install.py", "test_real_model.py", "test_rollout_engines.py", "test_gpu.py",
+              "test_lora_and_eval.py", "test_verifier_fuzz.py", "test_exercises.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(item.fixturenames) or item.path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
