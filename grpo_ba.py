@@ -295,13 +295,16 @@ class Args:
                            "or shortens it, machine flags (--threads, --device, ...) may change, any other flag must match")
     # ---- the toy model
     warmup_steps: int = _arg(0, "toy: supervised warm-up steps, cached by settings (0: 600 for regime gap, 1000 for variance)", section="the toy model")
-    warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule and RL seed")
+    warmup_seed: int = _arg(0, "toy: seed of the warm-up, shared by every rule; -1: the run's --seed, each seed its own "
+                               "warm-up (the designs' choice)")
+    warmup_from_scratch: bool = _arg(False, "toy: train the warm-up (or take it from the cache) even where a design ships one")
     cache_dir: str = _arg("~/.cache/grpo_ba", "where warmed-up toy policies and converted .gguf models are cached")
     threads: int = _arg(0, "CPU threads for torch (0: the toy's measured best, 2; with --model every available core)")
     # ---- sweep and plots (analysis/plots.py)
     sweep: bool = _arg(False, "run both regimes x three rules x --seeds seeds, then figures and table; with --design: the design's "
                               "seeds x three rules, then also its paired report", section="sweep and plots (analysis/plots.py)")
     seeds: int = _arg(5, "seeds per (regime, rule) in --sweep (with --design: the design's own seeds); rules are compared paired by seed (analysis/paired_stats.py)")
+    variant: str = _arg("", "--design --sweep: run only the seeds of this machine variant (toy_tasks/designs.py; empty: all)")
     regime_map: bool = _arg(False, "map which rule wins where: --map-gap-sizes x --map-spread-sizes toy cells x three rules x --seeds seeds, "
                                    "then regime_map.png and regime_map.md (analysis/regime_map.py); run it again to go on after a stop")
     map_gap_sizes: tuple = _arg(("0", "9", "18"), "--regime-map: the cells' --gap-size values (0: no gap)")
@@ -349,7 +352,7 @@ CHOICES = {"aggregator": ("all", *AGGREGATORS), "regime": REGIMES,
            "gap_sign": GAP_SIGNS, "slip_style": SLIP_STYLES, "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
            "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES,
-           "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS)}
+           "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS), "variant": ("", *designs.VARIANTS)}
 
 
 class UsageError(ValueError):
@@ -655,10 +658,18 @@ def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, ev
 
 
 def is_eval_step(step: int, args) -> bool:
-    """Step 0, every --eval-every steps, the last step, and every --eval-dense-every steps
-    up to --eval-dense-until (an early-dense schedule: rules that separate early are seen)."""
+    """Step 0, every --eval-every steps, and every --eval-dense-every steps up to
+    --eval-dense-until (an early-dense schedule: rules that separate early are seen). An
+    evaluation at step s measures the policy before that step's update; the last one,
+    after the last update, is logged as step --steps (final_evaluation)."""
     dense = args.eval_dense_until > 0 and step <= args.eval_dense_until and step % max(1, args.eval_dense_every) == 0
-    return dense or step % args.eval_every == 0 or step == args.steps - 1
+    return dense or step % args.eval_every == 0
+
+
+def final_evaluation(policy, tokenizer, task, eval_sets, args) -> dict:
+    """The metrics line of the evaluation after the last update: step = --steps."""
+    scores = {name: evaluate(policy, tokenizer, task, rows, args) for name, rows in eval_sets.items()}
+    return {"step": args.steps, "final_evaluation": True, **scores, "accuracy": sum(scores.values()) / len(scores)}
 
 
 def seed_step(seed: int, step: int) -> int:
@@ -703,6 +714,7 @@ def train(args: Args, log=print) -> str:
         if task.data_report is not None:           # rows read, used, left out and why
             task.data_report.save(os.path.join(out, "data_report.json"))
         open(metrics_path, "w").close()
+    run_io.record_start(out, start, task.warmup)  # run.json: the machine variant and the warm-up of this start
     args = dataclasses.replace(args, dtype=run_io.autocast_dtype(device.type, args.dtype, log))   # args.json keeps the request
 
     interrupted, since_checkpoint = [], []          # metrics lines the next checkpoint keeps
@@ -725,6 +737,9 @@ def train(args: Args, log=print) -> str:
                                                  random.Random(step_seed), args, eval_sets if evaluate_now else None)}
             metrics["step_time"] = time.time() - step_start
             since_checkpoint.append(run_io.append_metrics(metrics_path, metrics))   # synced before any checkpoint
+            if step == args.steps - 1:             # the policy after the last update, kept by the last checkpoint
+                since_checkpoint.append(run_io.append_metrics(
+                    metrics_path, final_evaluation(policy, tokenizer, task, eval_sets, args)))
             if step == start:
                 log(f"step-{step} rollouts: wrong/right mean length {metrics['wrong_over_right']:.2f} "
                     f"(right {metrics['len_right']:.1f}, wrong {metrics['len_wrong']:.1f}), "
@@ -775,12 +790,11 @@ def run_sweep(args: Args, log=print) -> str:
     """Both regimes x three rules x --seeds seeds, or with --design that design's seeds x
     three rules, one run after another (the two vCPUs behave like one core); returns the
     sweep's directory (main() draws its figures and table)."""
-    if args.design in designs.DESIGNS:
-        base = args.output_dir or f"runs/{args.design}"
-        plan = [(args.regime, seed) for seed in designs.DESIGNS[args.design]["seeds"]]
-    else:
-        base = args.output_dir or "runs/sweep"
-        plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(args.seeds)]
+    if args.design in designs.DESIGNS:            # each seed on its machine variant, a process each
+        from analysis import toy_consequences
+        return toy_consequences.run_design(args, log)
+    base = args.output_dir or "runs/sweep"
+    plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(args.seeds)]
     for regime, seed in plan:
         for rule in AGGREGATORS:
             out = os.path.join(base, f"{regime}-{rule}-s{seed}")
@@ -815,13 +829,18 @@ def main(argv=None) -> int:
                 regime_map.report(args.plot_only, args.figures_dir or None)
                 return 0
             base = args.plot_only or (run_sweep(args) if args.sweep else run_demo(args))   # --plot-only trains nothing
+            if args.sweep and args.variant:            # a part of a design: its report waits for the rest
+                print(f"variant {args.variant} of design {args.design} done; when every variant is, "
+                      f"`python grpo_ba.py --plot-only {base}` writes the report")
+                return 0
             plots.report(base, args.figures_dir or None)
             design = toy_consequences.saved_design(base)     # a design's runs: its paired report, mechanism figure
+            one_seed = [args.seed] if design and not (args.sweep or args.plot_only) else None   # the demo
             if design:
-                toy_consequences.report(base, args.figures_dir or base, title=f"Design {design}:")
-            if design and not (args.sweep or args.plot_only):
+                toy_consequences.report(base, args.figures_dir or base, title=f"Design {design}:", seeds=one_seed)
+            if one_seed:
                 print(f"One seed ranks nothing: `python grpo_ba.py --design {design} --sweep` trains its "
-                      f"{len(designs.DESIGNS[design]['seeds'])} seeds and compares the rules paired (docs/toy-designs.md).")
+                      f"{len(designs.registered_seeds(design))} seeds and compares the rules paired (docs/toy-designs.md).")
         else:
             args.output_dir = args.output_dir or f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
             train(args)
