@@ -215,7 +215,10 @@ def run_design(args, log=print) -> str:
                    "--cache-dir", args.cache_dir, "--output-dir", out, *passed]
         if status == "resume":
             command += ["--resume", out]
-        if subprocess.run(command, env=env).returncode != 0:
+        returncode = subprocess.run(command, env=env).returncode
+        if returncode == 130:                      # Ctrl-C: the run saved a checkpoint; the next sweep resumes it
+            raise KeyboardInterrupt
+        if returncode != 0:
             raise ValueError(f"design {name}: the run {out} failed (its command: {' '.join(command)})")
     return base
 
