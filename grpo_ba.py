@@ -10,9 +10,7 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python grpo_ba.py --aggregator balanced --regime variance --steps 200     # one run
     python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
     python grpo_ba.py --help                       # every training flag (grpo_ba_args.py)
-
-Studies have their own commands: python -m analysis.sweep (seeds x rules, paired),
-analysis.regime_map, analysis.report RUNS_DIR and analysis.diagnose ROLLOUTS.jsonl.
+    python -m analysis.sweep --design loop-gap     # a study: also .regime_map, .report, .diagnose
 
 Choices where GRPO implementations disagree (docs/method.md §7; each pinned by a test in tests/):
  1. Advantages use the population std (divide by G), so a group of one gives 0, not NaN.
@@ -52,8 +50,6 @@ from verifier import verify
 # =====================================================================================
 # 1. Group-relative advantages (docs/method.md §1)
 # =====================================================================================
-
-
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
                      eps: float = 1e-6) -> torch.Tensor:
     """A_i = (r_i - mean(r)) / (std(r) + eps)   (scale="std", GRPO)
@@ -77,8 +73,6 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
 # =====================================================================================
 # 2. The clipped per-token term (docs/method.md §1)
 # =====================================================================================
-
-
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """KL_it = k3 estimator of KL(pi_theta || pi_ref) per token: exp(q) - q - 1,
     q = ref_logp - logp.
@@ -114,8 +108,6 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
 #    Each: (per_token_loss (B,T), mask (B,T), advantages (B,), group_size G) -> scalar.
 #    Rows come in contiguous groups of G; the rule is applied per group, then averaged.
 # =====================================================================================
-
-
 def _per_response_sums(per_token_loss, mask, group_size):
     """Row sums of the token terms and row lengths L_i, both shaped (P, G)."""
     mask = mask.to(per_token_loss.dtype)
@@ -200,8 +192,6 @@ def aggregation_coefficients(mask, advantages, group_size, aggregator):
 # =====================================================================================
 # 4. Rollout: sample G responses per prompt, mask them, score them
 # =====================================================================================
-
-
 @dataclass
 class Rollout:
     sequences: torch.Tensor       # (B, S_prompt + T) prompt (left-padded) then response
@@ -275,8 +265,6 @@ def token_logprobs(model, sequences, attention, n_response, temperature=1.0, wit
 # =====================================================================================
 # 5. The update: mu inner steps of the clipped objective, aggregated by the chosen rule
 # =====================================================================================
-
-
 def micro_batches(batch_size, micro_batch_size):
     size = micro_batch_size or batch_size
     return [slice(i, i + size) for i in range(0, batch_size, size)]
@@ -284,12 +272,9 @@ def micro_batches(batch_size, micro_batch_size):
 
 def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
     """Advantages -> coefficients c_it of the rule over whole groups -> mu inner updates,
-    each a step on  J_rule = sum_it c_it * l_it  accumulated over micro-batches.
-
-    The old log-probs are the first inner update's own, detached: the policy has not
-    moved yet, so they are the rollout policy's, and the first update sees ratio exactly
-    1 for one forward pass fewer. Non-finite loss or gradients skip the optimizer step.
-    """
+    each a step on  J_rule = sum_it c_it * l_it  accumulated over micro-batches. pi_old is
+    the first update's own log-probs, detached (the policy has not moved yet: ratio exactly
+    1, one forward pass fewer). Non-finite loss or gradients skip the optimizer step."""
     T, device = batch.response_mask.shape[1], batch.response_mask.device
     mask = batch.response_mask.float()                                              # (B, T)
     advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
@@ -358,8 +343,6 @@ def update_statistics(loss, logp, old_logp, ref_logp, entropy, advantages, mask,
 # =====================================================================================
 # 6. Diagnostics: each rule's weight on each sign, and what each step logs (docs/metrics.md)
 # =====================================================================================
-
-
 def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.Tensor:
     """(B,) response lengths -> (B, T) mask with ones on the first L_i positions."""
     width = int(lengths.max().item()) if width is None else width
@@ -413,8 +396,6 @@ def step_diagnostics(rewards, mask, args) -> dict:
 # =====================================================================================
 # 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable
 # =====================================================================================
-
-
 def evaluate(policy, tokenizer, task, rows, args) -> float:
     """avg@K = (1 / (N K)) * sum_n sum_k verify(o_nk, answer_n): K = --eval-samples samples
     per prompt at --eval-temperature (K = 1 at temperature 0: greedy accuracy), nothing forced."""
@@ -471,11 +452,21 @@ def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args,
 
 
 def is_eval_step(step: int, args) -> bool:
-    """Step 0, every --eval-every steps, the last step, and every --eval-dense-every steps
-    up to --eval-dense-until (an early-dense schedule: rules that separate early are seen)."""
+    """Step 0, every --eval-every steps, and every --eval-dense-every steps up to
+    --eval-dense-until (an early-dense schedule: rules that separate early are seen). An
+    evaluation at step s measures the policy before that step's update; the last one,
+    after the last update, is logged as step --steps (final_evaluation)."""
     dense = (args.eval_dense_until > 0 and step <= args.eval_dense_until
              and step % max(1, args.eval_dense_every) == 0)
-    return dense or step % args.eval_every == 0 or step == args.steps - 1
+    return dense or step % args.eval_every == 0
+
+
+def final_evaluation(policy, tokenizer, task, eval_sets, args) -> dict:
+    """The metrics line of the evaluation after the last update: step = --steps."""
+    scores = {name: evaluate(policy, tokenizer, task, rows, args)
+              for name, rows in eval_sets.items()}
+    return {"step": args.steps, "final_evaluation": True, **scores,
+            "accuracy": sum(scores.values()) / len(scores)}
 
 
 def seed_step(seed: int, step: int) -> int:
@@ -509,15 +500,15 @@ def train(args: Args, log=print) -> str:
             evals = eval_sets if is_eval_step(step, args) else None
             metrics = grpo_step(policy, reference, optimizer, tokenizer, task, rows,
                                 random.Random(step_seed), args, evals)
-            run.record(step, metrics, policy, optimizer)   # metrics line, log, checkpoint
+            last = step == args.steps - 1         # then also the policy after the last update
+            final = final_evaluation(policy, tokenizer, task, eval_sets, args) if last else None
+            run.record(step, metrics, final, policy, optimizer)   # metrics lines, log, checkpoint
     return run.out
 
 
 # =====================================================================================
 # 8. main: one run, a resumed run, or the demo
 # =====================================================================================
-
-
 def main(argv=None) -> int:
     """One run (--aggregator RULE), a run continued (--resume DIR), or by default the demo
     (--aggregator all): analysis/sweep.py trains the three rules, then draws figures."""

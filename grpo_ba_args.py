@@ -73,7 +73,10 @@ class Args:
     force_frac: float = arg(0.3, "fraction of responses whose start the environment forces")
     warmup_steps: int = arg(0, "supervised warm-up steps, cached (0: 600 for gap, 1000 for "
                                "variance)")
-    warmup_seed: int = arg(0, "seed of the warm-up, shared by every rule and RL seed")
+    warmup_seed: int = arg(0, "seed of the warm-up, shared by every rule; -1: the run's --seed, "
+                              "each seed its own warm-up (the designs' choice)")
+    warmup_from_scratch: bool = arg(False, "train the warm-up (or take it from the cache) even "
+                                           "where a design ships one")
     # ---- evaluation, logging, checkpoints
     eval_every: int = arg(10, "held-out accuracy every N steps, step 0 and the last included",
                           section="evaluation, logging and checkpoints")
@@ -133,7 +136,8 @@ CHOICES = {"aggregator": ("all", *RULES), "regime": REGIMES,
            "gap_sign": GAP_SIGNS, "slip_style": SLIP_STYLES, "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
            "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES,
-           "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS)}
+           "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS),
+           "variant": ("", *designs.VARIANTS)}
 
 # Flags that left grpo_ba.py for a study's own command: each answers with that command.
 MOVED = {
@@ -142,6 +146,7 @@ MOVED = {
     "figures_dir": "python -m analysis.report RUNS_DIR --figures-dir DIR",
     "sweep": "python -m analysis.sweep [--design NAME] [flags]",
     "seeds": "python -m analysis.sweep --seeds N (or analysis.regime_map --seeds N)",
+    "variant": "python -m analysis.sweep --design NAME --variant NAME",
     "regime_map": "python -m analysis.regime_map [flags]",
     "map_gap_sizes": "python -m analysis.regime_map --map-gap-sizes ...",
     "map_spread_sizes": "python -m analysis.regime_map --map-spread-sizes ...",
@@ -201,7 +206,7 @@ def add_fields(parser, options_class):
             continue
         type_name = f.type if isinstance(f.type, str) else f.type.__name__
         kind = {"int": int, "float": float, "str": str, "tuple": str}[type_name]
-        choices = CHOICES.get(f.name) if options_class is Args else None
+        choices = CHOICES.get(f.name)
         if choices and _metavar(f.name, kind) == "NAME":           # too many to list in the flag
             text += "; one of " + ", ".join(c for c in choices if c)
         group.add_argument(flag, type=kind, default=f.default, choices=choices, help=text,

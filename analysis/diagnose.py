@@ -2,6 +2,7 @@
 
     python grpo_ba.py --diagnose rollouts.jsonl                  # GRPO advantages (std scaling)
     python grpo_ba.py --diagnose rollouts.jsonl --adv-scale none # Dr. GRPO advantages
+    python -m analysis.diagnose completions.jsonl --figure bias.png   # the same, and step by step
 
 ROLLOUTS.jsonl holds one JSON object per response:
 
@@ -9,7 +10,11 @@ ROLLOUTS.jsonl holds one JSON object per response:
 
 `group` is any id shared by the responses to one prompt (every group must have the
 same size G), `reward` any finite number, `length` the response's tokens in the loss.
-The whole file is read as one batch of P groups of G (docs/method.md §5).
+The whole file is read as one batch of P groups of G (docs/method.md §5). Other keys
+are ignored, so a run's completions.jsonl (plumbing/completions.py: prompt, completion,
+reward, length, group, step) is read as it is; when every line carries a whole-number
+`step`, each step is also read as its own batch: a table of each rule's positive share
+per step, and with --figure a plot of it.
 
 Every number comes from grpo_ba's own functions, never from a formula typed twice:
 advantages from `group_advantages`, the per-sign gradient weights from `sign_weights`
@@ -20,8 +25,11 @@ same `bias_metrics` feeds the TRL integration's logged metrics
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import os
+import sys
 import textwrap
 
 import torch
@@ -91,12 +99,9 @@ def _number(value, key, where, integer=False):
     return value
 
 
-def read_rollouts(path: str):
-    """-> rewards (B,), lengths (B,), G, with each group's rows contiguous (groups in
-    order of first appearance, rows in file order). Refuses, naming the line, anything
-    that is not one {"group", "reward", "length"} object per line or groups of unequal size."""
-    groups: dict[str, list] = {}                  # group key -> [(reward, length)]
-    first_line: dict[str, int] = {}
+def _read_lines(path: str):
+    """-> [(line number, group key, reward, length, step or None)], every line checked."""
+    rows = []
     with open(path) as f:
         for number, text in enumerate(f, start=1):
             where = f"{path} line {number}"
@@ -108,25 +113,80 @@ def read_rollouts(path: str):
                 raise RolloutsError(f"{where}: not JSON ({err.msg})") from None
             if not isinstance(row, dict) or not {"group", "reward", "length"} <= row.keys():
                 raise RolloutsError(f"{where}: need one object with 'group', 'reward' and 'length'")
-            key = json.dumps(row["group"], sort_keys=True)          # any JSON id; 1 and "1" differ
-            groups.setdefault(key, []).append((_number(row["reward"], "reward", where),
-                                               _number(row["length"], "length", where, integer=True)))
-            first_line.setdefault(key, number)
-    if not groups:
+            step = row.get("step")
+            if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+                raise RolloutsError(f"{where}: 'step' must be a whole number >= 0, got {json.dumps(step)}")
+            rows.append((number, json.dumps(row["group"], sort_keys=True),   # any JSON id; 1 and "1" differ
+                         _number(row["reward"], "reward", where),
+                         _number(row["length"], "length", where, integer=True), step))
+    if not rows:
         raise RolloutsError(f"{path}: no responses")
+    return rows
+
+
+def _batch(path: str, rows, what: str = ""):
+    """rows -> rewards (B,), lengths (B,), G, each group's rows contiguous (groups in
+    order of first appearance, rows in file order); groups of unequal size refused."""
+    groups: dict[str, list] = {}                  # group key -> [(reward, length)]
+    first_line: dict[str, int] = {}
+    for number, key, reward, length, _ in rows:
+        groups.setdefault(key, []).append((reward, length))
+        first_line.setdefault(key, number)
     keys = list(groups)
     size = len(groups[keys[0]])
     for key in keys:
         if len(groups[key]) != size:
             raise RolloutsError(f"{path} line {first_line[key]}: group {key} has {len(groups[key])} responses, "
-                                f"group {keys[0]} (line {first_line[keys[0]]}) has {size}; "
+                                f"group {keys[0]} (line {first_line[keys[0]]}) has {size}{what}; "
                                 "--diagnose needs groups of equal size")
     if size < 2:
-        raise RolloutsError(f"{path}: groups of {size} response; a group needs at least 2 for a relative advantage")
-    rows = [row for key in keys for row in groups[key]]
-    rewards = torch.tensor([r for r, _ in rows], dtype=torch.float32)
-    lengths = torch.tensor([int(length) for _, length in rows], dtype=torch.float32)
+        raise RolloutsError(f"{path}: groups of {size} response{what}; a group needs at least 2 for a relative advantage")
+    ordered = [row for key in keys for row in groups[key]]
+    rewards = torch.tensor([r for r, _ in ordered], dtype=torch.float32)
+    lengths = torch.tensor([int(length) for _, length in ordered], dtype=torch.float32)
     return rewards, lengths, size
+
+
+def read_rollouts(path: str):
+    """-> rewards (B,), lengths (B,), G, with each group's rows contiguous (groups in
+    order of first appearance, rows in file order). Refuses, naming the line, anything
+    that is not one {"group", "reward", "length"} object per line or groups of unequal size."""
+    return _batch(path, _read_lines(path))
+
+
+def read_steps(path: str) -> dict[int, tuple]:
+    """{step: (rewards, lengths, G)}, each step's lines as one batch, steps in increasing
+    order; {} when no line carries `step`. Lines with and without `step`, or one group
+    spread over several steps, are refused naming the line."""
+    rows = _read_lines(path)
+    with_step = [row for row in rows if row[4] is not None]
+    if not with_step:
+        return {}
+    if len(with_step) != len(rows):
+        number = next(row[0] for row in rows if row[4] is None)
+        raise RolloutsError(f"{path} line {number}: no 'step', while other lines have one; "
+                            "give every line its step, or none")
+    step_of: dict[str, tuple] = {}
+    for number, key, _, _, step in rows:
+        first = step_of.setdefault(key, (step, number))
+        if first[0] != step:
+            raise RolloutsError(f"{path} line {number}: group {key} is in step {step} here and in step {first[0]} "
+                                f"on line {first[1]}; a group belongs to one step")
+    by_step: dict[int, list] = {}
+    for row in rows:
+        by_step.setdefault(row[4], []).append(row)
+    return {step: _batch(path, by_step[step], f" in step {step}") for step in sorted(by_step)}
+
+
+def diagnose_steps(path: str, adv_scale: str = "std") -> list[dict]:
+    """One row per step (empty without steps): the step, its bias metrics (each rule's
+    positive share, the token rule's loss at ratio 1) and its regime (Lbar+, Lbar-, gap)."""
+    out = []
+    for step, (rewards, lengths, group_size) in read_steps(path).items():
+        advantages = group_advantages(rewards, group_size, adv_scale)
+        out.append({"step": step, "n_groups": rewards.numel() // group_size, "group_size": group_size,
+                    **bias_metrics(advantages, lengths, group_size), **regime_stats(advantages, lengths)})
+    return out
 
 
 def diagnose(path: str, adv_scale: str = "std") -> dict:
@@ -194,8 +254,90 @@ def format_report(path: str, s: dict) -> str:
     return "\n".join(lines + [json.dumps(summary)])
 
 
-def run(path: str, adv_scale: str = "std", out=print) -> dict:
-    """`python grpo_ba.py --diagnose PATH`: print the report; its last line is one JSON object."""
+def format_steps(path: str, steps: list[dict]) -> str:
+    """The step-by-step table: each step's lines as one batch."""
+    lines = [f"{path}, step by step (each step's responses as one batch):",
+             "step   groups  positive share:  token  sequence  balanced    Lbar+     Lbar-  Lbar-/Lbar+  token loss at 1"]
+    for s in steps:
+        lines.append(f"{s['step']:>4d}  {s['n_groups']:>7d}                  {_fmt(s['pos_share_token'], '5.3f'):>5s}"
+                     f"  {_fmt(s['pos_share_sequence'], '8.3f'):>8s}  {_fmt(s['pos_share_balanced'], '8.3f'):>8s}"
+                     f"  {_fmt(s['len_pos'], '7.1f'):>7s}  {_fmt(s['len_neg'], '8.1f'):>8s}"
+                     f"  {_fmt(s['neg_over_pos'], '11.2f'):>11s}  {s['token_loss_at_ratio_one']:+15.4f}")
+    return "\n".join(lines)
+
+
+def plot_steps(steps: list[dict], png: str, title: str = "") -> str:
+    """Each rule's share of gradient weight on positive responses per step (0.5: no sign
+    bias), and the mean lengths of positive and negative responses below it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    x = [s["step"] for s in steps]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True, height_ratios=(3, 2))
+    styles = {"token": "-", "sequence": "--", "balanced": ":"}     # sequence and balanced often coincide at 0.5
+    for rule in AGGREGATORS:
+        top.plot(x, [s[f"pos_share_{rule}"] for s in steps], styles.get(rule, "-"), marker="o", markersize=3,
+                 linewidth=1.8, label=rule)
+    top.axhline(0.5, color="grey", linewidth=0.8, linestyle="--")
+    top.set_ylabel("share of gradient weight\non positive responses")
+    top.set_ylim(0, 1)
+    top.legend(loc="best", fontsize=8)
+    top.set_title(title or "Aggregation bias step by step")
+    nan = float("nan")
+    bottom.plot(x, [nan if s["len_pos"] is None else s["len_pos"] for s in steps], label="Lbar+ (positive)")
+    bottom.plot(x, [nan if s["len_neg"] is None else s["len_neg"] for s in steps], label="Lbar- (negative)")
+    bottom.set_ylabel("mean length (tokens)")
+    bottom.set_xlabel("step")
+    bottom.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    bottom.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(png)), exist_ok=True)
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return png
+
+
+def run(path: str, adv_scale: str = "std", out=print, figure: str | None = None) -> dict:
+    """`python grpo_ba.py --diagnose PATH`: print the report; its last line is one JSON
+    object. Lines with `step` first get the step-by-step table (and `figure`, a PNG)."""
     summary = diagnose(path, adv_scale)
+    steps = diagnose_steps(path, adv_scale)
+    if figure and not steps:
+        raise RolloutsError(f"{path}: --figure plots the bias per step, and no line has a 'step'")
+    if steps:
+        out(format_steps(path, steps))
+        if figure:
+            out(f"figure: {plot_steps(steps, figure, title=f'{os.path.basename(path)} ({adv_scale} advantages)')}")
+        out("")
     out(format_report(path, summary))
     return summary
+
+
+def main(argv=None) -> int:
+    """python -m analysis.diagnose FILE [--adv-scale std|none] [--figure PNG]"""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.diagnose",
+        description="How biased is the loss aggregation of your run? Reads one JSON object per response "
+                    "({group, reward, length}; a run's completions.jsonl as written) and reports, for the whole "
+                    "file as one batch, each rule's share of gradient weight on positive-advantage responses, the "
+                    "length regime and the token rule's loss at ratio 1 (docs/diagnose.md). Lines that carry "
+                    "`step` are also reported step by step. The last line printed is one JSON object.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("file", metavar="FILE", help="rollouts or completions, one JSON object per line")
+    parser.add_argument("--adv-scale", choices=("std", "none"), default="std",
+                        help="advantages as GRPO (std: divided by the group's reward std) or Dr. GRPO (none)")
+    parser.add_argument("--figure", metavar="PNG", default=None,
+                        help="also plot each rule's positive share per step into this PNG (needs lines with 'step')")
+    args = parser.parse_args(argv)
+    try:
+        run(args.file, args.adv_scale, figure=args.figure)
+    except (RolloutsError, OSError) as err:
+        print(f"python -m analysis.diagnose: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

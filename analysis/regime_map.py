@@ -262,7 +262,7 @@ def _warm_up(args):
     from plumbing import lm_setup
     import torch
     torch.set_num_threads(args.threads)                # its share of the cores (train() sets its own)
-    lm_setup.load_or_warmup_toy(args.cache_dir, lm_setup.toy_world(args), args.warmup_steps, args.warmup_seed)
+    lm_setup.load_or_warmup_toy(args.cache_dir, lm_setup.toy_world(args), args.warmup_steps, lm_setup.warmup_seed(args))
 
 
 def _train(args):

@@ -19,9 +19,9 @@ import sys
 from analysis import plots, regime_map, toy_consequences
 
 
-def report(runs_dir: str, figures_dir: str = "", log=print) -> str:
-    """Draw everything the runs under `runs_dir` allow; returns their toy design's name
-    ('' if none, or for a regime map)."""
+def report(runs_dir: str, figures_dir: str = "", log=print, seeds=None) -> str:
+    """Draw everything the runs under `runs_dir` allow (a design's report: only `seeds`, if
+    given, as the demo's one seed); returns their toy design's name ('' if none)."""
     if os.path.exists(os.path.join(runs_dir, regime_map.INDEX_FILE)):
         regime_map.report(runs_dir, figures_dir or None, log)
         return ""
@@ -29,7 +29,7 @@ def report(runs_dir: str, figures_dir: str = "", log=print) -> str:
     design = toy_consequences.saved_design(runs_dir)     # a design's runs: its paired report too
     if design:
         toy_consequences.report(runs_dir, figures_dir or runs_dir, title=f"Design {design}:",
-                                log=log)
+                                log=log, seeds=seeds)
     return design
 
 

@@ -29,6 +29,8 @@ from toy_tasks import designs
 class SweepOptions:
     seeds: int = arg(5, "seeds per (regime, rule); with --design the design's own seeds instead; "
                         "rules are compared paired by seed", section="the sweep")
+    variant: str = arg("", "with --design: only the seeds of this machine variant "
+                           "(toy_tasks/designs.py; default: all)")
     figures_dir: str = arg("", "where figures and tables go (default: the runs directory)")
 
 
@@ -47,15 +49,15 @@ def run_demo(args, log=print) -> str:
     return base
 
 
-def run_sweep(args, seeds: int = 5, log=print) -> str:
-    """Both regimes x three rules x `seeds` seeds, or with --design that design's seeds x
-    three rules, one run after another; returns the sweep's directory."""
-    if args.design in designs.DESIGNS:
-        base = args.output_dir or f"runs/{args.design}"
-        plan = [(args.regime, seed) for seed in designs.DESIGNS[args.design]["seeds"]]
-    else:
-        base = args.output_dir or "runs/sweep"
-        plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(seeds)]
+def run_sweep(args, seeds: int = 5, log=print, variant: str = "") -> str:
+    """Both regimes x three rules x `seeds` seeds, one run after another, or with --design
+    that design's registered seeds x three rules (only those of machine `variant` if given),
+    a process each (analysis/toy_consequences.py); returns the sweep's directory."""
+    if args.design in designs.DESIGNS:            # each seed on its machine variant, a process each
+        from analysis import toy_consequences
+        return toy_consequences.run_design(args, log, variant)
+    base = args.output_dir or "runs/sweep"
+    plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(seeds)]
     for regime, seed in plan:
         for rule in grpo_ba.AGGREGATORS:
             out = os.path.join(base, f"{regime}-{rule}-s{seed}")
@@ -72,10 +74,10 @@ def run_sweep(args, seeds: int = 5, log=print) -> str:
 def demo(args, log=print) -> str:
     """`python grpo_ba.py`: the demo's three runs, their figures, and what to run next."""
     base = run_demo(args, log)
-    design = report.report(base, log=log)
+    design = report.report(base, log=log, seeds=[args.seed])
     if design:
         log(f"One seed ranks nothing: `python -m analysis.sweep --design {design}` trains its "
-            f"{len(designs.DESIGNS[design]['seeds'])} seeds and compares the rules paired "
+            f"{len(designs.registered_seeds(design))} seeds and compares the rules paired "
             f"(docs/toy-designs.md).")
     return base
 
@@ -88,8 +90,15 @@ def main(argv=None) -> int:
             raise UsageError("--resume continues one run: python grpo_ba.py --resume DIR")
         if options.seeds < 1:
             raise UsageError("--seeds must be at least 1")
+        if options.variant and args.design not in designs.DESIGNS:
+            raise UsageError("--variant picks seeds of a design: add --design NAME")
         check_args(args)
-        report.report(run_sweep(args, options.seeds), options.figures_dir)
+        base = run_sweep(args, options.seeds, variant=options.variant)
+        if options.variant:                    # a part of a design: its report waits for the rest
+            print(f"variant {options.variant} of design {args.design} done; when every variant is, "
+                  f"`python -m analysis.report {base}` writes the report")
+            return 0
+        report.report(base, options.figures_dir)
         return 0
     except KeyboardInterrupt:
         print("analysis.sweep: interrupted; run the same command again to go on", file=sys.stderr)

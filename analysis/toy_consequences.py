@@ -15,10 +15,13 @@ writes them (that command also writes this report).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import glob
 import math
 import os
 
 from analysis import paired_stats
+from toy_tasks import designs
 from toy_tasks.designs import DESIGNS
 
 
@@ -31,10 +34,12 @@ def design_args(name: str, **overrides):
     return dataclasses.replace(grpo_ba.parse_args(["--design", name]), **overrides)
 
 
-def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4, eval_prompts: int = 200) -> dict:
-    """The design's step-0 statistics on a fixed seed, as its step-0 rollouts measure them:
+def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4, eval_prompts: int = 729,
+                     shipped: tuple[str, str] | None = None) -> dict:
+    """The design's step-0 statistics on a seed, as its step-0 rollouts measure them:
     `batches` batches of P * G sampled responses (forced prefixes included) from the
-    warmed-up policy, and greedy accuracy on the first `eval_prompts` held-out prompts."""
+    warmed-up policy, and greedy accuracy on the first `eval_prompts` held-out prompts.
+    `shipped`: (file, sha256) of a warm-up file to start from instead of the design's own."""
     import random
 
     import torch
@@ -43,7 +48,11 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
     from plumbing import lm_setup
     from toy_tasks import length_stats
     args = design_args(name, seed=seed, eval_prompts=eval_prompts, cache_dir=cache_dir)
-    policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
+    if shipped:
+        policy, tokenizer = lm_setup.load_warmup_file(*shipped)
+        task = lm_setup.toy_task(args, tokenizer)
+    else:
+        policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
     lengths, rewards = [], []
     for b in range(batches):                       # what steps 0..batches-1 of a run sample, before any update
         step_seed = grpo_ba.seed_step(seed, b)
@@ -88,6 +97,132 @@ METRICS = [("last_acc", "last held-out acc", last_accuracy),
 RULES = ("token", "sequence", "balanced")
 
 
+# ------------------------------------------------------------------ a design's runs: all of them, no others
+
+# Flags a run may set apart from its design's: where and how fast it ran, not what it is.
+NOT_DESIGN = {"aggregator", "seed", "output_dir", "cache_dir", "threads", "resume", "sweep", "variant", "plot_only",
+              "figures_dir", "device", "log_every", "save_every", "warmup_from_scratch", "design"}
+
+
+def _run_problems(name: str, args: dict, metrics: list[dict], record: dict, settings: bool = True) -> list[str]:
+    """Why one run cannot stand for (its rule, its seed) of design `name` ([] if it can).
+    settings=False: only whether it finished (a demo may change the design's flags)."""
+    problems = []
+    differing = sorted(k for k, v in designs.design_flags(name).items()
+                       if settings and k != "seed" and args.get(k) != v)
+    if differing:
+        problems.append("not this design's settings (" + ", ".join(f"--{k.replace('_', '-')} {args.get(k)} "
+                                                                    f"where the design has {designs.design_flags(name)[k]}"
+                                                                    for k in differing) + ")")
+    final = [m for m in metrics if m.get("final_evaluation")]
+    if not final or final[-1]["step"] != args.get("steps") or metrics[-1] is not final[-1]:
+        problems.append(f"unfinished: no evaluation after its last update (step {args.get('steps')}) as its last line")
+    variant = designs.VARIANTS.get(designs.variant_of(name, args.get("seed"))) if settings else None
+    for start in record.get("starts", []) or [{}]:
+        machine = start.get("machine")
+        if variant is None:
+            break
+        if machine is None:
+            problems.append("no machine record (run.json): trained before runs recorded their machine")
+            break
+        if machine["threads"] != variant["threads"] or machine["aten_cpu_capability"].lower() != variant["cpu_capability"]:
+            problems.append(f"ran on threads {machine['threads']}, ATEN_CPU_CAPABILITY "
+                            f"'{machine['aten_cpu_capability']}' where its seed's variant "
+                            f"{designs.variant_of(name, args.get('seed'))} asks {variant['threads']} and "
+                            f"'{variant['cpu_capability']}'")
+            break
+    return problems
+
+
+def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
+    """({rule: {seed: metrics}}, {seed: run.json}) of design `name` under runs_dir: exactly
+    its registered seeds x three rules, each finished, on its seed's machine variant, with
+    the design's settings. Anything missing, extra, duplicated or off is a ValueError
+    that names every such run, so a report can never be drawn from a chosen subset.
+    `seeds`: expect only these registered seeds (the one-seed demo), not all of them."""
+    from plumbing import run_io
+    registered = {seed for seed, _ in designs.registered_seeds(name)}
+    if seeds is not None:
+        if not set(seeds) <= registered:
+            raise ValueError(f"design {name}: seed(s) {sorted(set(seeds) - registered)} are not registered "
+                             f"(seeds {sorted(registered)})")
+        registered = set(seeds)
+    found, problems = {}, []
+    for args_path in sorted(glob.glob(os.path.join(runs_dir, "**", "args.json"), recursive=True)):
+        run_dir = os.path.dirname(args_path)
+        args = run_io.read_args(run_dir)
+        key = (args.get("aggregator"), args.get("seed"))
+        metrics = run_io.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+        record = run_io.read_run_record(run_dir)
+        if key in found:
+            problems.append(f"{run_dir}: duplicate of {found[key][0]} (rule {key[0]}, seed {key[1]})")
+            continue
+        found[key] = (run_dir, metrics, record)
+        if args.get("design") != name:
+            problems.append(f"{run_dir}: a run of design {args.get('design')!r}, not {name!r}")
+        elif key[1] not in registered or key[0] not in RULES:
+            problems.append(f"{run_dir}: extra: (rule {key[0]}, seed {key[1]}) is not registered for {name} "
+                            f"(seeds {sorted(registered)})")
+        else:
+            problems += [f"{run_dir}: {p}" for p in _run_problems(name, args, metrics, record, settings=seeds is None)]
+    missing = [(rule, seed) for seed in sorted(registered) for rule in RULES if (rule, seed) not in found]
+    if missing:
+        problems.append(f"missing under {runs_dir}: " + ", ".join(f"{r} seed {s}" for r, s in missing)
+                        + f" (python -m analysis.sweep --design {name} --output-dir {runs_dir} trains them)")
+    if problems:
+        raise ValueError(f"design {name}: the report needs exactly its registered runs:\n  " + "\n  ".join(problems))
+    by_rule = {rule: {seed: found[(rule, seed)][1] for seed in sorted(registered)} for rule in RULES}
+    return by_rule, {seed: found[("token", seed)][2] for seed in sorted(registered)}
+
+
+def run_design(args, log=print, variant: str = "") -> str:
+    """`python -m analysis.sweep --design NAME`: the design's registered seeds x three
+    rules, each run in a process of its own on its seed's machine variant (the kernels
+    must be chosen before torch loads); finished runs are skipped, stopped ones resumed.
+    Returns the runs' folder."""
+    import subprocess
+    import sys
+    import time
+
+    import grpo_ba
+    from plumbing import run_io
+    name, base, only = args.design, args.output_dir or f"runs/{args.design}", variant
+    defaults = grpo_ba.parse_args(["--design", name])
+    passed = []                                    # flags typed apart from the design's (the report will name them)
+    for field in dataclasses.fields(args):
+        value = getattr(args, field.name)
+        if field.name not in NOT_DESIGN | {"seeds", "steps"} and value != getattr(defaults, field.name):
+            passed += [f"--{field.name.replace('_', '-')}", *(map(str, value) if isinstance(value, tuple) else [str(value)])]
+    if args.steps != defaults.steps:
+        passed += ["--steps", str(args.steps)]
+    plan = [(seed, variant, rule) for seed, variant in designs.registered_seeds(name) for rule in RULES
+            if not only or variant == only]
+    started = time.time()
+    for done, (seed, variant, rule) in enumerate(plan):
+        out = os.path.join(base, f"{args.regime}-{rule}-s{seed}")
+        status = run_io.run_status(out, args.steps, log)
+        eta = (time.time() - started) / done * (len(plan) - done) if done else float("nan")
+        log(f"[{done + 1}/{len(plan)}] design {name}, seed {seed} ({variant}), {rule}: {status}"
+            + (f"; {time.time() - started:.0f} s so far, about {eta / 60:.0f} min left" if done else ""))
+        if status == "finished":
+            continue
+        env = dict(os.environ)
+        env.pop("ATEN_CPU_CAPABILITY", None)
+        if designs.VARIANTS[variant]["cpu_capability"]:
+            env["ATEN_CPU_CAPABILITY"] = designs.VARIANTS[variant]["cpu_capability"]
+        command = [sys.executable, os.path.abspath(grpo_ba.__file__), "--design", name, "--aggregator", rule,
+                   "--seed", str(seed), "--threads", str(designs.VARIANTS[variant]["threads"]),
+                   "--cache-dir", args.cache_dir, "--output-dir", out, *passed]
+        if status == "resume":
+            command += ["--resume", out]
+        returncode = subprocess.run(command, env=env).returncode
+        if returncode == 130:                      # Ctrl-C: the run saved a checkpoint; the next sweep resumes it
+            raise KeyboardInterrupt
+        if returncode != 0:
+            raise ValueError(f"design {name}: the run {out} failed (its command: {' '.join(command)})")
+    return base
+
+
 # ------------------------------------------------------------------ runs -> tables
 
 def load(runs_dir: str, finished_only: bool = True) -> dict:
@@ -103,10 +238,13 @@ def load(runs_dir: str, finished_only: bool = True) -> dict:
 
 
 def saved_design(runs_dir: str) -> str:
-    """The named design every run under runs_dir was trained with ('' if none or several)."""
+    """The named design the runs under runs_dir were trained with ('' if none); runs of
+    several named designs in one folder are a ValueError (no report mixes designs)."""
     from plumbing import run_io
-    names = {args.get("design") for args, _ in run_io.saved_runs(runs_dir)}
-    return names.pop() if len(names) == 1 and names <= set(DESIGNS) else ""
+    names = sorted({args.get("design") for args, _ in run_io.saved_runs(runs_dir)} & set(DESIGNS))
+    if len(names) > 1:
+        raise ValueError(f"{runs_dir} holds runs of several designs ({', '.join(names)}): one folder per design")
+    return names[0] if names else ""
 
 
 def step0_stats(by_rule: dict) -> dict:
@@ -142,6 +280,56 @@ def paired_table(by_rule: dict) -> str:
         verdict = "n/a" if r["low"] is None else ("yes" if r["excludes_zero"] else "no")
         lines.append(f"| {r['pair']} | {r['metric']} | {r['n']} | {paired_stats._fmt_interval(r)} | {verdict} |")
     return "\n".join(lines) + "\n"
+
+
+def claim_rows(name: str, by_rule: dict) -> list[dict]:
+    """Per (pair of rules, metric): the paired difference pooled over all the design's
+    seeds, and its mean on each machine variant's seeds. A claim *holds* when the pooled
+    interval excludes 0 and every variant's mean has the pooled mean's sign."""
+    rows = []
+    for row in paired_rows(by_rule):
+        rule_a, rule_b = row["pair"].split(" - ")
+        fn = next(f for key, _, f in METRICS if key == row["key"])
+        by_variant = {}
+        for variant, seeds in DESIGNS[name]["seeds"].items():
+            diffs = [fn(by_rule[rule_a][s]) - fn(by_rule[rule_b][s]) for s in seeds]
+            by_variant[variant] = sum(diffs) / len(diffs)
+        same_sign = all(math.copysign(1, v) == math.copysign(1, row["mean"]) and v != 0 for v in by_variant.values())
+        rows.append({**row, "by_variant": by_variant, "holds": bool(row["excludes_zero"] and same_sign)})
+    return rows
+
+
+def claims_table(name: str, by_rule: dict) -> str:
+    variants = list(DESIGNS[name]["seeds"])
+    lines = ["| pair | metric | seeds | pooled mean [95% interval] | " + " | ".join(f"mean, {v}" for v in variants)
+             + " | holds |", "|---|---|---|---|" + "---|" * len(variants) + "---|"]
+    for r in claim_rows(name, by_rule):
+        lines.append(f"| {r['pair']} | {r['metric']} | {r['n']} | {paired_stats._fmt_interval(r)} | "
+                     + " | ".join(f"{r['by_variant'][v]:+.3f}" for v in variants) + f" | {'yes' if r['holds'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def seeds_table(name: str, by_rule: dict, records: dict) -> str:
+    """One row per seed: its variant, the machine and warm-up it started from, its step 0."""
+    lines = ["| seed | variant | CPU, kernels, threads | warm-up (source, sha256) | step-0 acc | wrong/right | std/mean |",
+             "|---|---|---|---|---|---|---|"]
+    for seed in sorted(records):
+        variant, start = designs.variant_of(name, seed), records[seed]["starts"][0]
+        m, w = start["machine"], start.get("warmup") or {}
+        first = by_rule["token"][seed][0]
+        lines.append(f"| {seed} | {variant} | {m['cpu_model']}, {m['cpu_capability']}, {m['threads']} | "
+                     f"{w.get('source', '?')}, {str(w.get('sha256', ''))[:12]} | {first.get('accuracy', float('nan')):.3f} | "
+                     f"{first.get('wrong_over_right', float('nan')):.2f} | {first.get('std_over_mean', float('nan')):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def design_report_text(name: str, by_rule: dict, records: dict) -> str:
+    """consequences.md of a design (version 2): its seeds, the claims pooled and per
+    machine variant, then the per-rule and paired tables."""
+    return (f"Design {name} (version {designs.VERSION}): {len(records)} seeds, each with its own warm-up, over the "
+            f"machine variants {', '.join(DESIGNS[name]['seeds'])}.\n\n" + seeds_table(name, by_rule, records) +
+            "\nClaims (a claim holds when the pooled interval excludes 0 and every variant's mean has its sign):\n\n"
+            + claims_table(name, by_rule) + "\n" + report_text(by_rule))
 
 
 def report_text(by_rule: dict) -> str:
@@ -190,14 +378,23 @@ def mechanism_figure(by_rule: dict, path: str, title: str = ""):
     plots.plt.close(fig)
 
 
-def report(runs_dir: str, out: str, figure: str = "", title: str = "", log=print) -> str:
+def report(runs_dir: str, out: str, figure: str = "", title: str = "", log=print, seeds=None) -> str:
     """consequences.md (step 0, per rule, paired) and the mechanism figure of one design's
-    runs; returns the report's text."""
+    runs; returns the report's text. `seeds`: the runs are only these seeds of the design
+    (the demo's one seed): checked the same way, and no claim is made from them."""
     os.makedirs(out, exist_ok=True)
-    by_rule = load(runs_dir)
-    if not by_rule:
-        raise ValueError(f"no finished runs (args.json + metrics.jsonl) under {runs_dir!r}")
-    text = report_text(by_rule)
+    name = saved_design(runs_dir)
+    if name:                                       # exactly the registered runs, or an error naming the others
+        by_rule, records = design_runs(runs_dir, name, seeds)
+        text = (design_report_text(name, by_rule, records) if seeds is None else
+                f"Design {name}, seed(s) {', '.join(map(str, seeds))} only: no claim is made from them "
+                f"(`python -m analysis.sweep --design {name}` runs all {len(designs.registered_seeds(name))}).\n\n"
+                + seeds_table(name, by_rule, records) + "\n" + report_text(by_rule))
+    else:
+        by_rule = load(runs_dir)
+        if not by_rule:
+            raise ValueError(f"no finished runs (args.json + metrics.jsonl) under {runs_dir!r}")
+        text = report_text(by_rule)
     with open(os.path.join(out, "consequences.md"), "w") as f:
         f.write(text)
     figure = figure or os.path.join(out, "mechanism.png")

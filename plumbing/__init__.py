@@ -7,6 +7,10 @@
 - rollout_engines: faster samplers for rollout() (--rollout-engine static | paged), same tokens
 - run_io: the run directory, metrics.jsonl, checkpoints, resume, device and threads
 - training_run: the bookkeeping around grpo_ba.train()'s loop (directory, resume, Ctrl-C, log)
+- export: the final policy in Hugging Face format (or its PEFT adapter) with a model card
+- report_to: the metrics of metrics.jsonl to TensorBoard, trackio or wandb (--report-to)
+- completions: completions.jsonl, each step's responses in the format the diagnosis reads
+- run_config: --config FILE (JSON or YAML) into Args fields; provenance.json (versions, commit, device)
 - errors: SetupError, the one-line error every setup step raises
 
 May import: toy_tasks, verifier, and modules of this package below it (errors and

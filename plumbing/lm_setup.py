@@ -16,6 +16,7 @@ import math
 import os
 import random
 import time
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -107,30 +108,75 @@ def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> 
     corpus = {k: v for k, v in vars(world).items() if k != "force_frac"}   # RL-only setting
     if corpus.get("slip_style") == "ramble":       # the default style keeps the keys (and caches) it had before
         del corpus["slip_style"]
-    key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "version": 7}, sort_keys=True)
+    # the floating-point path is part of the key: a long warm-up trained with other kernels or
+    # threads is another policy (docs/toy-designs.md), and must never be served in its place
+    fp_path = {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads()}
+    key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "fp_path": fp_path, "version": 8}, sort_keys=True)
     return os.path.join(os.path.expanduser(cache_dir), "warmup-" + hashlib.sha1(key.encode()).hexdigest()[:12])
 
 
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_warmup_file(model, path: str) -> str:
+    """The toy policy's weights as one safetensors file (the tokenizer and config are
+    rebuilt from code); returns the file's sha256."""
+    from safetensors.torch import save_model
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    save_model(model, path, metadata={"format": "pt"})
+    return file_sha256(path)
+
+
+def load_warmup_file(path: str, sha256: str):
+    """A shipped warm-up: (policy, tokenizer), refused unless the file's sha256 is the
+    registered one (a changed or truncated file would silently change the demo's start)."""
+    from safetensors.torch import load_model as load_weights
+    if not os.path.exists(path):
+        raise SetupError(f"shipped warm-up {path} is missing; re-create it with `python -m toy_tasks.shipped_warmups`, "
+                         f"or train one with --warmup-from-scratch")
+    found = file_sha256(path)
+    if found != sha256:
+        raise SetupError(f"shipped warm-up {path} has sha256 {found[:12]}..., registered {sha256[:12]}...: the file "
+                         f"changed; restore it (git checkout) or train one with --warmup-from-scratch")
+    tokenizer = char_tokenizer()
+    model = tiny_qwen3(tokenizer)
+    load_weights(model, path)
+    return model.eval(), tokenizer
+
+
 def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, log=print):
-    """The warmed-up toy policy and tokenizer, from the cache or freshly trained."""
+    """The warmed-up toy policy and tokenizer, from the cache or freshly trained, and the
+    warm-up's record (its settings, the machine that trained it, its weights' sha256)."""
     path = warmup_cache_dir(cache_dir, world, steps, seed)
     if os.path.exists(os.path.join(path, "warmup.json")):
         log(f"warm-up: loading cached policy from {path}")
-        return load_model(path), load_tokenizer(path), path
+        with open(os.path.join(path, "warmup.json")) as f:
+            record = {"source": "cache", "path": path, **json.load(f)}
+        return load_model(path), load_tokenizer(path), record
     log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
     model, tokenizer, seconds = warmup_toy_model(world, steps, seed, log=log)
     tmp = path + f".tmp{os.getpid()}"
     with no_progress_bars():
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+    from plumbing.run_io import machine_variant
+    record = {"world": vars(world), "steps": steps, "seed": seed, "seconds": seconds, "machine": machine_variant(),
+              "sha256": file_sha256(os.path.join(tmp, "model.safetensors"))}
     with open(os.path.join(tmp, "warmup.json"), "w") as f:
-        json.dump({"world": vars(world), "steps": steps, "seed": seed, "seconds": seconds}, f)
+        json.dump(record, f)
     if os.path.exists(path):                  # a concurrent run won the race: keep its copy
         import shutil
         shutil.rmtree(tmp)
     else:
         os.replace(tmp, path)
-    return load_model(path), load_tokenizer(path), path
+    with open(os.path.join(path, "warmup.json")) as f:
+        record = {"source": "trained", "path": path, **json.load(f)}
+    return load_model(path), load_tokenizer(path), record
 
 
 # ------------------------------------------------------------------ what grpo_ba.py trains on
@@ -142,12 +188,46 @@ class Task:
     prompt_text: object           # prompt -> the text the policy continues
     forced_prefix: object         # (prompt, random.Random) -> forced start of the response ('' = none)
     data_report: object = None    # real_data.DataReport of --dataset (None: the toy)
+    warmup: dict | None = None    # the toy's warm-up: where it came from, its settings and sha256
 
 
 def toy_world(args) -> ToyWorld:
     """The toy environment that grpo_ba.Args describe."""
     return ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac, spread_size=args.spread_size,
                     slip_style=args.slip_style)
+
+
+def warmup_seed(args) -> int:
+    """--warmup-seed, or with -1 the run's own --seed (each seed its own warm-up)."""
+    return args.seed if args.warmup_seed < 0 else args.warmup_seed
+
+
+def toy_warmup(args, warmup_steps_by_regime, log=print):
+    """(policy, tokenizer, record) of the warm-up a toy run starts from: the file shipped
+    for its design and seed when the run uses the design's own toy settings (the same
+    start on every machine), else the cache, else a fresh warm-up."""
+    from toy_tasks import designs
+    world = toy_world(args)
+    steps = args.warmup_steps or warmup_steps_by_regime[args.regime]
+    seed = warmup_seed(args)
+    shipped = designs.shipped_warmup(args.design, seed)
+    if shipped and not args.warmup_from_scratch:
+        flags = designs.design_flags(args.design)
+        design_world = toy_world(dataclasses.replace(args, **flags))
+        if vars(design_world) | {"force_frac": 0} == vars(world) | {"force_frac": 0} and steps == flags["warmup_steps"]:
+            path, sha256 = shipped
+            log(f"warm-up: the policy shipped for design {args.design}, seed {seed} ({os.path.relpath(path)})")
+            policy, tokenizer = load_warmup_file(path, sha256)
+            return policy, tokenizer, {"source": "shipped", "path": os.path.relpath(path, designs.REPO),
+                                       "sha256": sha256, "world": vars(world), "steps": steps, "seed": seed}
+    return load_or_warmup_toy(args.cache_dir, world, steps, seed, log)
+
+
+def toy_task(args, tokenizer, warmup: dict | None = None) -> Task:
+    """The toy's problems, prompts and forced prefixes for the world `args` describe."""
+    train, heldout = make_problems()
+    bos = tokenizer.bos_token
+    return Task(train.to_list(), heldout.to_list(), lambda p: bos + p, toy_world(args).forced_prefix, warmup=warmup)
 
 
 def build(args, warmup_steps_by_regime, log=print):
@@ -172,12 +252,8 @@ def build(args, warmup_steps_by_regime, log=print):
         policy = load_model(model_path, args.attn_implementation)
         task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "", report)
     else:
-        world = toy_world(args)
-        warmup_steps = args.warmup_steps or warmup_steps_by_regime[args.regime]
-        policy, tokenizer, _ = load_or_warmup_toy(args.cache_dir, world, warmup_steps, args.warmup_seed, log)
-        train, heldout = make_problems()
-        bos = tokenizer.bos_token
-        task = Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix)
+        policy, tokenizer, warmup = toy_warmup(args, warmup_steps_by_regime, log)
+        task = toy_task(args, tokenizer, warmup)
     if args.gradient_checkpointing:
         getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()
     return policy, tokenizer, task

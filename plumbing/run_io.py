@@ -65,6 +65,51 @@ def pick_threads(requested: int, real_model: bool) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo, else platform), e.g. 'AMD EPYC 7B13'."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine()
+
+
+def machine_variant() -> dict:
+    """What sets this process's floating-point path: the CPU, the kernels torch chose
+    (`ATEN_CPU_CAPABILITY` forces them), the threads and torch's version. The toy's long
+    trainings are chaotic in it (docs/toy-designs.md), so every run records it."""
+    return {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
+            "threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+def record_start(run_dir: str, start_step: int, warmup: dict | None):
+    """Append this start (or resume) of a run to run.json: the step it starts at, the
+    machine variant and the warm-up it starts from (None: a model loaded as it is)."""
+    path = os.path.join(run_dir, "run.json")
+    record = {"starts": []}
+    if start_step > 0 and os.path.exists(path):
+        with open(path) as f:
+            record = json.load(f)
+    record["starts"].append({"step": start_step, "machine": machine_variant(), "warmup": warmup})
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def read_run_record(run_dir: str) -> dict:
+    """run.json of a run ({'starts': []} for runs older than the record)."""
+    path = os.path.join(run_dir, "run.json")
+    if not os.path.exists(path):
+        return {"starts": []}
+    with open(path) as f:
+        return json.load(f)
+
+
 def autocast_dtype(device_type: str, dtype: str, log=_note) -> str:
     """`dtype` ("bfloat16", "float16") if autocast on this device computes in it, else
     "float32" with a one-line note. torch either raises (bf16 on an old GPU) or warns
@@ -265,7 +310,8 @@ def _restore_from_checkpoint(metrics: list[dict], state: dict, metrics_path: str
             record = json.loads(line)
         except (TypeError, ValueError):
             raise RunError(f"{ckpt_path}: its kept metrics line is not JSON") from None
-        if isinstance(record, dict) and record.get("step") not in have and record.get("step", -1) <= state["step"]:
+        last = state["step"] + (1 if isinstance(record, dict) and record.get("final_evaluation") else 0)   # after the update
+        if isinstance(record, dict) and record.get("step") not in have and record.get("step", -1) <= last:
             restored.append(record)
     if not restored:
         return metrics

@@ -66,6 +66,8 @@ class TrainingRun:
             if task.data_report is not None:           # rows read, used, left out and why
                 task.data_report.save(os.path.join(out, "data_report.json"))
             open(self.metrics_path, "w").close()
+        # run.json: the machine and the warm-up of this start
+        run_io.record_start(out, start, task.warmup)
         dtype = run_io.autocast_dtype(self.device.type, args.dtype, self.log)
         self.args = dataclasses.replace(args, dtype=dtype)
         self.start = start
@@ -80,12 +82,15 @@ class TrainingRun:
             self.step_start = time.time()
             yield step
 
-    def record(self, step, metrics, policy, optimizer) -> dict:
-        """Append the step's metrics line (synced before any checkpoint), log, checkpoint
-        every --save-every steps, at the last step and on Ctrl-C (then stop)."""
+    def record(self, step, metrics, final, policy, optimizer) -> dict:
+        """Append the step's metrics line (synced before any checkpoint) and, after the last
+        step, the `final` evaluation's; log; checkpoint every --save-every steps, at the
+        last step (it keeps the final line too) and on Ctrl-C (then stop)."""
         args = self.args
         metrics = {"step": step, **metrics, "step_time": time.time() - self.step_start}
         self.since_checkpoint.append(run_io.append_metrics(self.metrics_path, metrics))
+        if final is not None:
+            self.since_checkpoint.append(run_io.append_metrics(self.metrics_path, final))
         m = metrics
         if step == self.start:
             self.log(f"step-{step} rollouts: wrong/right mean length {m['wrong_over_right']:.2f} "

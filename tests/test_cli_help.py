@@ -84,10 +84,11 @@ def test_each_old_study_flag_answers_in_one_line_with_its_new_command(name, caps
     assert grpo_ba_args.MOVED[name] in err
 
 
-@pytest.mark.parametrize("module", ["analysis.sweep", "analysis.regime_map", "analysis.report"])
+@pytest.mark.parametrize("module", ["analysis.sweep", "analysis.regime_map", "analysis.report", "analysis.diagnose"])
 def test_each_study_command_runs_as_python_m_and_lists_its_own_flags(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    own = {"analysis.sweep": "--seeds", "analysis.regime_map": "--map-gap-sizes", "analysis.report": "--figures-dir"}
+    own = {"analysis.sweep": "--seeds", "analysis.regime_map": "--map-gap-sizes", "analysis.report": "--figures-dir",
+           "analysis.diagnose": "--adv-scale"}
     assert own[module] in result.stdout

@@ -20,14 +20,8 @@ def write_rollouts(path, rows):
     return str(path)
 
 
-def run_diagnose(capsys, path, *flags):
-    """diagnose.run as its command runs it: a bad file is one line on stderr, exit code 2."""
-    try:
-        diagnose.run(path, flags[1] if flags[:1] == ("--adv-scale",) else "std")
-        code = 0
-    except (ValueError, OSError) as err:
-        print(f"analysis.diagnose: error: {err}", file=__import__("sys").stderr)
-        code = 2
+def run_diagnose(capsys, *argv):
+    code = diagnose.main(list(argv))                  # python -m analysis.diagnose ARGV
     out, err = capsys.readouterr()
     return code, out, err
 

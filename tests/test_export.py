@@ -1,0 +1,107 @@
+"""A run's policy leaves in Hugging Face format (plumbing/export.py): reloaded with
+transformers (and PEFT under LoRA), it gives the trainer's log-probabilities."""
+import dataclasses
+import json
+import os
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import grpo_ba
+from plumbing import export, lm_setup, lora
+from plumbing.errors import SetupError
+
+CARD = {"rule": "balanced", "steps": 3, "data": "toy", "heldout_accuracy": 0.625, "accuracy_step": 2,
+        "command": "python grpo_ba.py --aggregator balanced --steps 3", "group_size": 4, "lr": 1e-4}
+
+
+def batch(tokenizer, n_response=6):
+    """Left-padded prompts with a response each, as rollout() builds them."""
+    prompts = tokenizer(["1+2=", "33+4=", "5="], add_special_tokens=False, padding=True, return_tensors="pt")
+    torch.manual_seed(1)
+    response = torch.randint(4, len(tokenizer), (3, n_response))
+    sequences = torch.cat([prompts["input_ids"], response], dim=1)
+    attention = torch.cat([prompts["attention_mask"], torch.ones_like(response)], dim=1)
+    return sequences, attention, n_response
+
+
+def logprobs(model, tokenizer):
+    with torch.no_grad():
+        return grpo_ba.token_logprobs(model.eval(), *batch(tokenizer))[0]
+
+
+def test_a_full_model_reloads_with_transformers_and_gives_the_same_logprobs(tmp_path):
+    tokenizer = lm_setup.char_tokenizer()
+    policy = lm_setup.tiny_qwen3(tokenizer, seed=3)
+    out = export.save_policy(policy, tokenizer, str(tmp_path / "model"), CARD)
+    assert os.path.isfile(os.path.join(out, "model.safetensors")) and not os.path.exists(out + ".tmp")
+    reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    reloaded_tokenizer = AutoTokenizer.from_pretrained(out)
+    assert reloaded_tokenizer("12+3=")["input_ids"] == tokenizer("12+3=")["input_ids"]
+    assert reloaded_tokenizer.padding_side == "left"                  # the same batches as in training
+    torch.testing.assert_close(logprobs(reloaded, reloaded_tokenizer), logprobs(policy, tokenizer), rtol=0, atol=0)
+    other = lm_setup.tiny_qwen3(tokenizer, seed=4)                 # the comparison can fail
+    assert not torch.allclose(logprobs(other, tokenizer), logprobs(policy, tokenizer))
+
+
+def test_the_model_card_says_what_trained_the_weights(tmp_path):
+    tokenizer = lm_setup.char_tokenizer()
+    out = export.save_policy(lm_setup.tiny_qwen3(tokenizer), tokenizer, str(tmp_path / "model"), CARD)
+    text = open(os.path.join(out, "README.md")).read()
+    front = yaml.safe_load(text.split("---")[1])
+    assert front["library_name"] == "transformers" and "balanced-aggregation" in front["tags"]
+    assert "base_model" not in front                                # no hub id to point to
+    for shown in ("balanced aggregation", "| GRPO steps | 3 |", "| held-out accuracy | 0.625 |",
+                  "`python grpo_ba.py --aggregator balanced --steps 3`", "| group_size | 4 |", "arXiv 2605.04077"):
+        assert shown in text, shown
+
+
+def test_a_lora_policy_saves_its_adapter_which_peft_reloads_over_the_base(tmp_path, tiny_model_dir):
+    peft = pytest.importorskip("peft", reason="LoRA is optional: pip install -r requirements-trl.txt")
+    args = grpo_ba.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
+    policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
+    with torch.no_grad():                                           # trained adapters: B != 0
+        for name, parameter in policy.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+    tokenizer = lm_setup.load_tokenizer(tiny_model_dir)
+    out = export.save_policy(policy, tokenizer, str(tmp_path / "adapter"),
+                             {**CARD, "base_model": "Qwen/Qwen3-1.7B"})
+    files = set(os.listdir(out))
+    assert {"adapter_config.json", "adapter_model.safetensors", "README.md"} <= files
+    assert "model.safetensors" not in files                         # megabytes, not the model
+    assert json.load(open(os.path.join(out, "adapter_config.json")))["r"] == 4
+    front = yaml.safe_load(open(os.path.join(out, "README.md")).read().split("---")[1])
+    assert front["library_name"] == "peft" and front["base_model"] == "Qwen/Qwen3-1.7B"
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    base_logprobs = logprobs(base, tokenizer)
+    reloaded = peft.PeftModel.from_pretrained(base, out)
+    torch.testing.assert_close(logprobs(reloaded, tokenizer), logprobs(policy, tokenizer), rtol=0, atol=0)
+    assert not torch.allclose(logprobs(reloaded, tokenizer), base_logprobs)      # the adapters matter
+
+
+def test_an_export_replaces_an_earlier_export_but_never_another_directory(tmp_path):
+    tokenizer = lm_setup.char_tokenizer()
+    out = str(tmp_path / "model")
+    export.save_policy(lm_setup.tiny_qwen3(tokenizer, seed=1), tokenizer, out, CARD)
+    export.save_policy(lm_setup.tiny_qwen3(tokenizer, seed=2), tokenizer, out, {**CARD, "steps": 5})  # a resumed run
+    assert "| GRPO steps | 5 |" in open(os.path.join(out, "README.md")).read()
+    assert sorted(os.listdir(tmp_path)) == ["model"]                 # no temporary directory left
+    precious = tmp_path / "notes"
+    precious.mkdir()
+    (precious / "todo.txt").write_text("keep me")
+    with pytest.raises(SetupError, match="not an earlier model export"):
+        export.save_policy(lm_setup.tiny_qwen3(tokenizer), tokenizer, str(precious), CARD)
+    assert (precious / "todo.txt").read_text() == "keep me"
+
+
+def test_run_card_takes_the_last_heldout_accuracy_and_the_settings():
+    args = dataclasses.asdict(grpo_ba.parse_args(["--aggregator", "token", "--steps", "3", "--group-size", "4"]))
+    metrics = [{"step": 0, "accuracy": 0.5}, {"step": 1}, {"step": 2, "accuracy": 0.75}, {"step": 3, "accuracy": None}]
+    card = export.run_card(args, metrics, command="python grpo_ba.py --aggregator token")
+    assert card["rule"] == "token" and card["heldout_accuracy"] == 0.75 and card["accuracy_step"] == 2
+    assert card["steps"] == 4 and card["group_size"] == 4 and "toy" in card["data"]
+    assert card["command"] == "python grpo_ba.py --aggregator token"
