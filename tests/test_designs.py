@@ -230,6 +230,7 @@ STEP0_SCRIPT = ("import json, sys, torch; torch.set_num_threads(int(sys.argv[1])
                 "print(json.dumps(tc.step0_statistics('demo', sys.argv[2], seed=20)))")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capability, threads", [("", 1), ("", 2), ("default", 1), ("avx2", 2)])
 def test_the_shipped_demo_warmup_gives_the_registered_step0_statistics_on_any_kernels_and_threads(
         capability, threads, tmp_path):

@@ -20,7 +20,7 @@ def args_class():
 
 def test_a_runs_args_json_reproduces_its_settings(tmp_path):
     original = grpo_ba.parse_args(["--aggregator", "balanced", "--group-size", "4", "--lr", "3e-5", "--beta", "0.05",
-                                   "--eval-dataset", "a.jsonl", "b.jsonl", "--map-gap-sizes", "0", "9",
+                                   "--eval-dataset", "a.jsonl", "b.jsonl",
                                    "--gradient-checkpointing", "--steps", "7", "--design", "plain"])
     (tmp_path / "args.json").write_text(json.dumps(dataclasses.asdict(original), indent=2))   # as train() writes it
     settings = run_config.read_config(str(tmp_path / "args.json"), args_class())
@@ -51,7 +51,7 @@ def test_yaml_keys_may_be_written_as_flags_or_fields(tmp_path):
     ("c.json", '{"steps": 2.5}', "'steps' must be a whole number, got 2.5"),
     ("c.json", '{"steps": true}', "'steps' must be a whole number"),
     ("c.json", '{"lr": "fast"}', "'lr' must be a number"),
-    ("c.json", '{"sweep": "yes"}', "'sweep' must be true or false"),
+    ("c.json", '{"skip_bad_rows": "yes"}', "'skip_bad_rows' must be true or false"),
     ("c.json", '{"eval_dataset": {"a": 1}}', "'eval_dataset' must be a list of values"),
     ("c.json", '["steps", 3]', "expected one mapping of settings"),
     ("c.json", '{"steps": 3,}', "not valid JSON (line 1"),
