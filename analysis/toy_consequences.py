@@ -89,11 +89,28 @@ def tail_accuracy(metrics: list[dict], last: int = 5) -> float:
     return sum(tail) / len(tail) if tail else float("nan")
 
 
+def _late_mean(key: str, last: int = 10):
+    """Mean of a per-step metric over the last `last` training steps (the mechanism's end)."""
+    def late(metrics: list[dict]) -> float:
+        return paired_stats.mean_finite([m.get(key) for m in metrics if not m.get("final_evaluation")][-last:])
+    return late
+
+
+def _run_mean(key: str):
+    def whole(metrics: list[dict]) -> float:
+        return paired_stats.mean_finite(m.get(key) for m in metrics)
+    return whole
+
+
 METRICS = [("last_acc", "last held-out acc", last_accuracy),
            ("peak_acc", "peak held-out acc", peak_accuracy),
            ("drop", "peak-to-last drop", peak_to_last_drop),
            ("tail_acc", "mean of the last 5 evals", tail_accuracy),
-           ("acc_area", "area under the acc curve (mean acc)", paired_stats.accuracy_area)]
+           ("acc_area", "area under the acc curve (mean acc)", paired_stats.accuracy_area),
+           # the mechanism (docs/toy-designs.md, version 2): lengths at the end, weight on right answers
+           ("late_len_right", "right-answer length, last 10 steps", _late_mean("len_right")),
+           ("late_len_wrong", "wrong-answer length, last 10 steps", _late_mean("len_wrong")),
+           ("pos_share", "weight share on right answers, run mean", _run_mean("pos_share"))]
 RULES = ("token", "sequence", "balanced")
 
 
@@ -295,7 +312,8 @@ def claim_rows(name: str, by_rule: dict) -> list[dict]:
             diffs = [fn(by_rule[rule_a][s]) - fn(by_rule[rule_b][s]) for s in seeds]
             by_variant[variant] = sum(diffs) / len(diffs)
         same_sign = all(math.copysign(1, v) == math.copysign(1, row["mean"]) and v != 0 for v in by_variant.values())
-        rows.append({**row, "by_variant": by_variant, "holds": bool(row["excludes_zero"] and same_sign)})
+        exact_tie = abs(row["mean"]) < 1e-6        # float32 noise around an identity: sequence and balanced give 1/2
+        rows.append({**row, "by_variant": by_variant, "holds": bool(row["excludes_zero"] and same_sign and not exact_tie)})
     return rows
 
 
