@@ -386,7 +386,8 @@ def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=
     if steps < start:
         raise RunError(f"--steps {steps} is not above the last finished step {start - 1} of {os.path.dirname(path) or '.'} "
                        f"(checkpoint at step {start - 1}); give --steps {start + 1} or more to extend it")
-    kept = [m for m in metrics if m["step"] < start]
+    # the evaluation after the last update stays only if no step is left: an extended run evaluates anew
+    kept = [m for m in metrics if m["step"] < start or (m.get("final_evaluation") and m["step"] == start == steps)]
     lost = sorted(set(range(start)) - {m["step"] for m in kept})
     if lost:
         log(f"note: {metrics_path} has no line for step(s) {lost[:5]}{'...' if len(lost) > 5 else ''} "
@@ -426,14 +427,17 @@ def repair_metrics(out: str, log=_note) -> list[dict]:
 
 def run_status(out: str, steps: int, log=_note) -> str:
     """What a sweep or the regime map does with run directory `out`: "finished" (it holds
-    `steps` lines of metrics, after restoring any its checkpoint kept), "resume" (a
+    `steps` lines of metrics and the evaluation after step `steps`, after restoring any its
+    checkpoint kept), "resume" (a
     checkpoint to continue from) or "train" (nothing usable yet). A bad middle line is a
     RunError rather than a silent retrain over the run."""
     try:
         metrics = repair_metrics(out, log)
     except OSError:
         return "train"
-    if len(metrics) >= steps:
+    trained = [m for m in metrics if not m.get("final_evaluation")]
+    finals = [m["step"] for m in metrics if m.get("final_evaluation")]
+    if len(trained) >= steps and (not finals or steps in finals):   # runs from before the final evaluation have none
         return "finished"
     return "resume" if os.path.exists(os.path.join(out, "checkpoint.pt")) else "train"
 

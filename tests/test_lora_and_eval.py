@@ -61,8 +61,9 @@ def test_eval_accuracy_is_the_mean_of_every_sample_verdict_per_benchmark(tmp_pat
     assert main(tiny_run(tiny_model_dir, data, out, "--steps", "1", "--eval-dataset", math, aime,
                          "--eval-prompt-column", "q", "--eval-answer-column", "a",
                          "--eval-samples", "2", "--eval-temperature", "1.0")) == 0
-    (metrics,) = read_metrics(out)
-    assert [len(v) for v in verdicts] == [12, 10]                       # every prompt, K = 2 samples each
+    metrics, final = read_metrics(out)
+    assert [len(v) for v in verdicts] == [12, 10, 12, 10]     # every prompt, K = 2 samples; again after the update
+    assert final["final_evaluation"] and set(final) >= {"accuracy_math", "accuracy_aime"}
     per_file = {}
     for name, recorded in zip(("accuracy_math", "accuracy_aime"), verdicts):
         mean = sum(v for _, v in recorded) / len(recorded)

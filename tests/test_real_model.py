@@ -149,8 +149,8 @@ def test_real_model_verifier_reads_boxed_through_the_tokenizer_decode(smollm2_ru
 
 @needs_smollm2
 def test_real_model_two_steps_log_finite_metrics(smollm2_run):
-    metrics = smollm2_run["metrics"]
-    assert [m["step"] for m in metrics] == [0, 1]
+    *metrics, final = smollm2_run["metrics"]
+    assert [m["step"] for m in metrics] == [0, 1] and final["final_evaluation"] and final["step"] == 2
     for m in metrics:
         for key in ("reward_mean", "pg_loss", "entropy", "grad_norm", "kl", "clip_frac", "len_mean"):
             assert m.get(key) is not None and math.isfinite(m[key]), (key, m.get(key))
@@ -220,7 +220,7 @@ def test_demo_with_a_model_runs_three_rules_from_the_same_weights_and_draws_the_
     firsts = {}
     for rule in ("token", "sequence", "balanced"):
         metrics = [json.loads(line) for line in open(tmp_path / "runs" / f"{label}-{rule}-s0" / "metrics.jsonl")]
-        assert [m["step"] for m in metrics] == [0, 1]
+        assert [m["step"] for m in metrics] == [0, 1, 2]           # 2: after the last update
         firsts[rule] = metrics[0]
     for key in ("reward_mean", "len_mean", "len_std", "accuracy", "entropy", "truncated_frac"):
         assert len({firsts[rule][key] for rule in firsts}) == 1, key                 # identical step-0 rollouts

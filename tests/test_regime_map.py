@@ -108,7 +108,8 @@ def test_two_by_two_map_runs_end_to_end_and_resumes(tmp_path, cache_dir):
     assert regime_map.main(argv) == 0
     cells = regime_map.load_cells(str(out))
     assert set(cells) == set(build_grid([0, 9], [0, 8]))
-    assert all(len(m) == 2 for by_rule in cells.values() for by_seed in by_rule.values() for m in by_seed.values())
+    assert all(len(m) == 3 and m[-1]["final_evaluation"]                 # 2 steps, then the final evaluation
+               for by_rule in cells.values() for by_seed in by_rule.values() for m in by_seed.values())
     assert all(set(by_rule) == {"token", "sequence", "balanced"} for by_rule in cells.values())
     assert (out / "regime_map.png").exists() and "1 seed" in (out / "regime_map.md").read_text()
     index = json.loads((out / regime_map.INDEX_FILE).read_text())

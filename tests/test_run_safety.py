@@ -209,10 +209,10 @@ def _cut_power(run_dir, how):
 @pytest.mark.parametrize("how", ["torn", "missing"])
 def test_resume_restores_last_metrics_lines_a_power_cut_lost_from_the_checkpoint(finished_run, how, capsys):
     whole = _cut_power(finished_run, how)
-    assert len(read(finished_run)) == 1                       # step 1 is gone from the file
+    assert len(read(finished_run)) == 2                       # the evaluation after the last update is gone
     assert main(["--resume", finished_run]) == 0               # same --steps: nothing left to train
     printed = capsys.readouterr()
-    restored = [line for line in (printed.out + printed.err).splitlines() if "restored step(s) [1]" in line]
+    restored = [line for line in (printed.out + printed.err).splitlines() if "restored step(s) [2]" in line]
     assert len(restored) == 1 and "metrics.jsonl" in restored[0], printed
     assert open(os.path.join(finished_run, "metrics.jsonl")).read() == whole   # as the run wrote it, step_time included
 
@@ -223,7 +223,7 @@ def test_sweep_skip_logic_repairs_a_metrics_file_behind_its_checkpoint_instead_o
     notes = []
     assert run_io.run_status(finished_run, 2, notes.append) == "finished"
     assert open(os.path.join(finished_run, "metrics.jsonl")).read() == whole
-    assert any("restored step(s) [1]" in n for n in notes)
+    assert any("restored step(s) [2]" in n for n in notes)
     assert run_io.run_status(finished_run, 3, notes.append) == "resume"      # one step short: resume, not retrain
     os.remove(os.path.join(finished_run, "checkpoint.pt"))
     assert run_io.run_status(finished_run, 3) == "train"
@@ -233,7 +233,8 @@ def test_each_checkpoint_keeps_the_metrics_lines_since_the_previous_one(tmp_path
     out = train(tiny_args(tmp_path / "run", cache_dir, steps=3, save_every=2), **QUIET)
     lines = open(os.path.join(out, "metrics.jsonl")).read().splitlines(keepends=True)
     state = torch.load(os.path.join(out, "checkpoint.pt"), weights_only=True)
-    assert state["step"] == 2 and state["metrics"] == lines[2:]      # step 1's checkpoint kept lines 0 and 1
+    assert state["step"] == 2 and state["metrics"] == lines[2:]      # step 2 and the evaluation after it
+    assert len(lines) == 4 and json.loads(lines[-1])["final_evaluation"]
 
 
 def _fake_run(run_dir, metrics_text):
@@ -271,7 +272,10 @@ def test_shortening_an_unfinished_run_stops_at_the_new_step_count(finished_run, 
     saved = json.load(open(args_path))
     json.dump({**saved, "steps": 10}, open(args_path, "w"))    # as if a 10-step run died after step 1
     assert main(["--resume", finished_run, "--steps", "3"]) == 0
-    assert strip_times(read(finished_run)) == uninterrupted[:3]
+    lines = strip_times(read(finished_run))
+    assert lines[:3] == uninterrupted[:3]                       # then the policy after step 2's update, which
+    assert lines[3:] == [{"step": 3, "final_evaluation": True,  # the 4-step run evaluated before step 3's
+                          "accuracy": uninterrupted[3]["accuracy"]}]
 
 
 def test_steps_not_above_the_last_finished_step_is_refused(finished_run, capsys):

@@ -21,7 +21,7 @@ def test_local_model_with_chat_template_trains_two_steps_on_a_local_jsonl(tmp_pa
                  "--micro-batch-size", "4", "--output-dir", str(out)])
     assert code == 0
     metrics = [json.loads(line) for line in open(out / "metrics.jsonl")]
-    assert [m["step"] for m in metrics] == [0, 1] and "accuracy" in metrics[0]
+    assert [m["step"] for m in metrics] == [0, 1, 2] and "accuracy" in metrics[0] and metrics[-1]["final_evaluation"]
 
 
 def test_prompts_go_through_the_chat_template_and_ask_for_boxed(tiny_model_dir):

@@ -33,8 +33,9 @@ REQUIRED = {"step", "reward_mean", "len_mean", "len_std", "len_pos", "len_neg", 
 @pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
 def test_two_step_run_writes_args_and_metrics_for_each_rule(rule, tmp_path, cache_dir):
     out = train(tiny_args(tmp_path / rule, cache_dir, aggregator=rule), log=lambda *a: None)
-    metrics = read_metrics(out)
-    assert [m["step"] for m in metrics] == [0, 1]
+    *metrics, final = read_metrics(out)
+    assert [m["step"] for m in metrics] == [0, 1]                # then the policy after the last update:
+    assert (final["step"], final["final_evaluation"], set(final)) == (2, True, {"step", "final_evaluation", "accuracy"})
     assert REQUIRED <= set(metrics[0])
     assert json.load(open(os.path.join(out, "args.json")))["aggregator"] == rule
     assert all(m["skipped_updates"] == 0 for m in metrics)
@@ -74,7 +75,8 @@ def test_sigint_saves_a_checkpoint_and_leaves_valid_jsonl(tmp_path, cache_dir):
             f"def hook(*a, **k):\n    os.kill(os.getpid(), signal.SIGINT)\n    return orig(*a, **k)\n"
             f"grpo_ba.step_diagnostics = hook\n"
             f"sys.exit(grpo_ba.main(['--aggregator', 'token', '--steps', '5', '--group-size', '4', '--prompts-per-step', '2',"
-            f" '--max-new-tokens', '28', '--eval-prompts', '8', '--warmup-steps', '300', '--cache-dir', {cache_dir!r},"
+            f" '--max-new-tokens', '28', '--eval-prompts', '8', '--warmup-steps', '300', '--threads', '1',"
+            f" '--cache-dir', {cache_dir!r},"
             f" '--output-dir', {str(out)!r}]))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 130, result.stderr
@@ -199,15 +201,15 @@ TINY_FLAGS = ["--steps", "1", "--group-size", "4", "--prompts-per-step", "2", "-
 
 
 def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_path, cache_dir, capsys):
-    # the demo's design with --spread-size 0: the other tests' cached warm-up serves it
-    assert main(TINY_FLAGS + ["--spread-size", "0", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
-    saved = json.loads((tmp_path / "gap-balanced-s0" / "args.json").read_text())
+    # the demo's own toy and warm-up length: it starts from the shipped warm-up, nothing is trained first
+    assert main(TINY_FLAGS + ["--warmup-steps", "1000", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "gap-balanced-s20" / "args.json").read_text())
     assert (saved["design"], saved["eval_dense_until"], saved["eval_every"]) == ("demo", 10, 5)
     assert (tmp_path / "consequences.md").exists() and (tmp_path / "mechanism.png").exists()
-    assert "`python -m analysis.sweep --design demo` trains its 5 seeds" in capsys.readouterr().out
+    assert "`python -m analysis.sweep --design demo` trains its 6 seeds" in capsys.readouterr().out
     for rule in ("token", "sequence", "balanced"):
-        assert read_metrics(tmp_path / f"gap-{rule}-s0")[0]["accuracy"] is not None
-    firsts = {rule: read_metrics(tmp_path / f"gap-{rule}-s0")[0] for rule in ("token", "sequence", "balanced")}
+        assert read_metrics(tmp_path / f"gap-{rule}-s20")[0]["accuracy"] is not None
+    firsts = {rule: read_metrics(tmp_path / f"gap-{rule}-s20")[0] for rule in ("token", "sequence", "balanced")}
     assert len({m["accuracy"] for m in firsts.values()}) == 1 and len({m["reward_mean"] for m in firsts.values()}) == 1
     assert (tmp_path / "training_gap.png").exists() and (tmp_path / "table.md").exists()
 
