@@ -47,7 +47,8 @@ class TrainingRun:
         self.checkpoint_path = os.path.join(self.out, "checkpoint.pt")
         self.metrics_path = os.path.join(self.out, "metrics.jsonl")
         self.saved, self.started, self.final = None, time.time(), None
-        self.reporter, self.on_rollout, self.policy, self.tokenizer = report_to.Reporter(), None, None, None
+        self.reporter = report_to.Reporter()              # --report-to none until `begin`
+        self.on_rollout, self.policy, self.tokenizer = None, None, None
         self.completions_path = os.path.join(self.out, "completions.jsonl")
         if args.resume:
             self.saved = run_io.read_checkpoint(self.checkpoint_path, self.device)

@@ -1,4 +1,4 @@
-"""--config FILE and provenance.json (plumbing/run_config.py)."""
+"""--config FILE and provenance in run.json (plumbing/run_config.py)."""
 import dataclasses
 import json
 import os
