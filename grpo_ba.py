@@ -43,7 +43,7 @@ import torch
 from grpo_ba_args import (PRESETS, WARMUP_STEPS, Args, UsageError, check_args,  # noqa: F401
                           given_flags, parse_args, resumed_args)
 from plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines
-from plumbing.training_run import TrainingRun
+from plumbing.training_run import TrainingRun, eval_progress
 from toy_tasks import length_stats
 from verifier import verify
 
@@ -83,20 +83,27 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
                        mask: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.28,
-                       ref_logp: torch.Tensor | None = None, beta: float = 0.0) -> torch.Tensor:
+                       ref_logp: torch.Tensor | None = None, beta: float = 0.0,
+                       clip_ratio_c: float | None = None) -> torch.Tensor:
     """l_it = -min(rho_it * A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_it
 
     rho_it = exp(logp_it - old_logp_it);  KL_it = k3 = exp(q) - q - 1 with q = ref_logp - logp.
     logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,)  ->  per-token loss (B, T),
     exactly 0 where mask is 0.
+
+    Dual clip (clip_ratio_c = c > 1; None or 0: off), verl's (c = 3 there; arXiv 1912.09729):
+    for A_i < 0, l_it = min(l_it, -A_i c), so a negative token whose ratio grew past c adds at
+    most |A_i| c, with no gradient. The cap scales with A_i: BA by rescaled advantages holds.
     """
     mask = mask.bool()
     # Zero masked log-ratios before exp: a padded position could otherwise give inf * 0 = NaN.
-    log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp))
-    ratio = torch.exp(log_ratio)                                            # (B, T)
+    ratio = torch.exp(torch.where(mask, logp - old_logp, torch.zeros_like(logp)))     # (B, T)
     adv = advantages.to(logp.dtype)[:, None]                                # (B, 1)
-    surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
-    loss = -surrogate
+    loss = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
+    if clip_ratio_c:
+        if not clip_ratio_c > 1.0:
+            raise ValueError(f"clip_ratio_c (dual clip) must be above 1, got {clip_ratio_c}")
+        loss = torch.where(adv < 0, torch.minimum(loss, -adv * clip_ratio_c), loss)   # A_i < 0 only
     if ref_logp is not None and beta != 0.0:
         # masked positions get ref = logp (KL 0) before exp, for the same reason as the ratio
         loss = loss + beta * k3_kl(logp, torch.where(mask, ref_logp, logp))
@@ -300,8 +307,8 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
             if inner == 0:
                 old_logp[c] = logp.detach()                  # pi_old = pi_theta, before a step
             ref = None if ref_logp is None else ref_logp[c]
-            token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c],
-                                            args.eps_low, args.eps_high, ref, args.beta)   # l_it
+            token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low,
+                                            args.eps_high, ref, args.beta, args.clip_ratio_c)
             loss = (coefficients[c] * token_loss).sum()     # sum_it c_it * l_it: a share of J
             loss.backward()
             total += loss.item()
@@ -406,7 +413,7 @@ def evaluate(policy, tokenizer, task, rows, args) -> float:
     size = args.prompts_per_step * args.group_size if args.micro_batch_size else len(prompts)
     verdicts = []
     policy.eval()
-    for i in range(0, len(prompts), size):
+    for i in eval_progress(range(0, len(prompts), size), len(prompts)):   # long ones: a bar
         chunk = prompts[i:i + size]
         batch = rollout(policy, tokenizer, chunk, [""] * len(chunk), args, args.eval_temperature)
         verdicts += [verify(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
@@ -434,10 +441,13 @@ def sample_groups(policy, tokenizer, task, rows, rng, args):
 
 
 def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args,
-              eval_sets=None) -> dict:
+              eval_sets=None, on_rollout=None) -> dict:
     """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update;
-    first, if given, avg@K on each eval set {metric name: rows} and `accuracy`, their mean."""
+    first, if given, avg@K on each eval set {metric name: rows} and `accuracy`, their mean.
+    on_rollout(prompts, Rollout, rewards), if given, sees what the policy wrote (--completions)."""
     batch, rewards, forced = sample_groups(policy, tokenizer, task, rows, rng, args)
+    if on_rollout is not None:
+        on_rollout([task.prompt_text(r["prompt"]) for r in rows], batch, rewards)
     metrics = step_diagnostics(rewards, batch.response_mask.cpu(), args)
     if eval_sets:
         scores = {name: evaluate(policy, tokenizer, task, eval_rows, args)
@@ -463,8 +473,7 @@ def is_eval_step(step: int, args) -> bool:
 
 def final_evaluation(policy, tokenizer, task, eval_sets, args) -> dict:
     """The metrics line of the evaluation after the last update: step = --steps."""
-    scores = {name: evaluate(policy, tokenizer, task, rows, args)
-              for name, rows in eval_sets.items()}
+    scores = {name: evaluate(policy, tokenizer, task, r, args) for name, r in eval_sets.items()}
     return {"step": args.steps, "final_evaluation": True, **scores,
             "accuracy": sum(scores.values()) / len(scores)}
 
@@ -478,8 +487,8 @@ def seed_step(seed: int, step: int) -> int:
 
 def train(args: Args, log=print) -> str:
     """One GRPO run with one rule: each step samples P prompts, G rollouts each, rewards
-    them and updates (grpo_step). Writes args.json, metrics.jsonl (one object per step)
-    and checkpoint.pt to args.output_dir, and returns it."""
+    them and updates (grpo_step). Writes args.json, metrics.jsonl (one object per step),
+    checkpoint.pt and model/ (docs/outputs.md) to args.output_dir, and returns it."""
     run = TrainingRun(args, log)                  # device, threads; a bad directory fails now
     policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row
     if args.lora_rank:                            # train adapters only, over a frozen base
@@ -492,18 +501,18 @@ def train(args: Args, log=print) -> str:
                      else copy.deepcopy(policy).eval().requires_grad_(False))
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr,
                                   weight_decay=0.0)
-    args = run.begin(policy, optimizer, task)     # args.json, or --resume's checkpoint
+    args = run.begin(policy, optimizer, task, tokenizer)   # args.json, or --resume's checkpoint
     with run.ctrl_c_saves():                      # Ctrl-C: finish the step, save, stop
         for step in run.steps():
             step_seed = seed_step(args.seed, step)
             rows = step_rows(task, step_seed, args)
             evals = eval_sets if is_eval_step(step, args) else None
             metrics = grpo_step(policy, reference, optimizer, tokenizer, task, rows,
-                                random.Random(step_seed), args, evals)
+                                random.Random(step_seed), args, evals, run.on_rollout)
             last = step == args.steps - 1         # then also the policy after the last update
             final = final_evaluation(policy, tokenizer, task, eval_sets, args) if last else None
             run.record(step, metrics, final, policy, optimizer)   # metrics lines, log, checkpoint
-    return run.out
+    return run.finish()                           # the summary: accuracy, time, output paths
 
 
 # =====================================================================================

@@ -1,9 +1,10 @@
 """grpo_ba_args.py -- the command line of grpo_ba.py: every training flag, presets, designs.
 
 One dataclass, `Args`: each field is a flag, its help line is its --help line, and a
-run's args.json is `dataclasses.asdict(args)`. Defaults come in three layers, the
-later winning: the field's default, then a --preset (one-GPU settings) or a toy
---design (toy_tasks/designs.py), then the flags typed.
+run's args.json is `dataclasses.asdict(args)`. Defaults come in layers, the later
+winning: the field's default, then a --preset (one-GPU settings), then a toy --design
+(toy_tasks/designs.py), then a --config FILE (JSON or YAML; a run's args.json works),
+then the flags typed.
 
     from grpo_ba_args import Args, parse_args
     args = parse_args(["--aggregator", "balanced", "--steps", "50"])
@@ -19,7 +20,7 @@ import shutil
 import textwrap
 from dataclasses import dataclass, field
 
-from plumbing import lm_setup, rollout_engines, run_io
+from plumbing import lm_setup, report_to, rollout_engines, run_config, run_io
 from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, designs
 
 RULES = ("token", "sequence", "balanced")        # = grpo_ba.AGGREGATORS (a test keeps them equal)
@@ -54,11 +55,12 @@ class Args:
     inner_updates: int = arg(2, "mu: optimizer steps per batch (the first at ratio 1)")
     lr: float = arg(1e-4, "AdamW learning rate (docs/results-toy.md on 3e-4)")
     eps_low: float = arg(0.2, "clip range below 1 for the ratio")
-    eps_high: float = arg(0.28, "clip range above 1 (DAPO clip-higher; GRPO: 0.2)")
+    eps_high: float = arg(0.28, "clip range above 1 (DAPO's clip-higher)")
     beta: float = arg(0.0, "weight of the k3 KL to the frozen start policy (0: none kept)")
+    clip_ratio_c: float = arg(0.0, "c: dual clip of A < 0 tokens at ratio c (verl: 3; 0: off)")
     adv_scale: str = arg("std", "advantages: std (GRPO) or none (Dr. GRPO)")
     max_grad_norm: float = arg(1.0, "gradient-norm clip")
-    temperature: float = arg(1.0, "sampling temperature of the rollouts")
+    temperature: float = arg(1.0, "rollout sampling temperature")
     max_new_tokens: int = arg(40, "longest response; longer ones are cut and stay in the loss")
     micro_batch_size: int = arg(0, "rows per forward/backward (0: the whole batch); exact")
     # ---- the toy task
@@ -88,10 +90,12 @@ class Args:
     eval_split: str = arg("test", "split of a hub --eval-dataset")
     eval_prompt_column: str = arg("", "prompt column of --eval-dataset (default: --prompt-column)")
     eval_answer_column: str = arg("", "answer column of --eval-dataset (default: --answer-column)")
-    eval_samples: int = arg(1, "K: samples per prompt; accuracy is avg@K")
-    eval_temperature: float = arg(0.0, "evaluation temperature (0: greedy)")
+    eval_samples: int = arg(1, "K samples per prompt: avg@K")
+    eval_temperature: float = arg(0.0, "eval temperature (0: greedy)")
     log_every: int = arg(10, "a one-line summary every N steps")
     save_every: int = arg(0, "a checkpoint every N steps (0: on Ctrl-C and at the end only)")
+    report_to: str = arg("none", "also log the metrics to tensorboard, trackio or wandb")
+    completions: bool = arg(False, "responses to completions.jsonl (diagnose)")
     # ---- a real model
     model: str = arg("", "hub id, local directory or .gguf file (default: the toy model)",
                      section="a real model (docs/real-models-gpu.md)")
@@ -136,6 +140,7 @@ CHOICES = {"aggregator": ("all", *RULES), "regime": REGIMES,
            "gap_sign": GAP_SIGNS, "slip_style": SLIP_STYLES, "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
            "preset": ("", *PRESETS), "rollout_engine": rollout_engines.ENGINES,
+           "report_to": report_to.BACKENDS,
            "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS),
            "variant": ("", *designs.VARIANTS)}
 
@@ -224,6 +229,9 @@ def build_parser(*study_options, prog="grpo_ba.py", description="") -> _Parser:
                   "analysis.report RUNS_DIR, analysis.diagnose ROLLOUTS.jsonl")
     parser = _Parser(prog=prog, usage=usage, description=description, epilog=epilog,
                      formatter_class=_Help, allow_abbrev=False)
+    parser.add_argument("--config", metavar="FILE", default="",
+                        help="settings from JSON or YAML (a run's args.json works); "
+                             "typed flags win")
     add_fields(parser, Args)
     for options in study_options:
         add_fields(parser, options)
@@ -251,15 +259,32 @@ def parse_command(argv=None, *study_options, prog="grpo_ba.py", description=""):
         raise UsageError(f"--{moved.replace('_', '-')} moved out of grpo_ba.py: {MOVED[moved]}")
     parser = build_parser(*study_options, prog=prog, description=description)
     known, _ = parser.parse_known_args(argv)
+    config = config_settings(known.config)
+    parser.set_defaults(**config)                  # the file's preset and design count below
+    known, _ = parser.parse_known_args(argv)
     parser.set_defaults(**PRESETS.get(known.preset, {}))     # preset values are defaults; flags win
     design = chosen_design(known, study=bool(study_options))
     parser.set_defaults(**designs.design_flags(design))        # and so are a toy design's
+    parser.set_defaults(**config)                  # and the --config file's, above both
     values = vars(parser.parse_args(argv))
     args = Args(**{f.name: values.pop(f.name) for f in dataclasses.fields(Args)})
     args = dataclasses.replace(args, design=design)
     options = [cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
                for cls in study_options]
     return (args, *options)
+
+
+# Keys of a --config file that are not settings: where a run goes is typed (a run's
+# args.json names its own directory, which a rerun must not overwrite), and so is --resume.
+NOT_SETTINGS = ("output_dir", "resume", "config")
+
+
+def config_settings(path: str) -> dict:
+    """{field: value} of a --config file ({} without one): Args' fields only; the keys
+    that are not settings and the study flags an older args.json may hold are ignored."""
+    if not path:
+        return {}
+    return run_config.read_config(path, Args, ignore=(*NOT_SETTINGS, *MOVED))
 
 
 def parse_args(argv=None) -> Args:
@@ -285,8 +310,9 @@ def given_flags(argv=None) -> dict:
     not_given = object()                       # not a string: argparse would parse a string default
     parser = build_parser()
     parser.set_defaults(**{f.name: not_given for f in dataclasses.fields(Args)})
+    fields = {f.name for f in dataclasses.fields(Args)}
     return {name: value for name, value in vars(parser.parse_args(argv)).items()
-            if value is not not_given and name not in MOVED}
+            if value is not not_given and name in fields}
 
 
 def resumed_args(argv) -> Args:
@@ -319,6 +345,10 @@ def check_args(args: Args):
                          "minus --max-new-tokens")
     if args.eval_temperature < 0 or args.lora_rank < 0 or args.lora_alpha < 0:
         raise UsageError("--eval-temperature, --lora-rank and --lora-alpha cannot be negative")
+    if args.clip_ratio_c and not args.clip_ratio_c > 1:
+        raise UsageError(f"--clip-ratio-c must be above 1, or 0 for no dual clip "
+                         f"(got {args.clip_ratio_c})")
+    run_io.pick_device(args.device)               # a device this machine lacks: before any file
     if args.dataset and not args.model:
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
     designed = args.design in designs.DESIGNS

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 import grpo_ba
@@ -43,10 +44,33 @@ def run_demo(args, log=print) -> str:
     else:                                # a design's demo is seed 0 of its sweep, in the same place
         named = args.design in designs.DESIGNS and args.design != designs.DEMO
         base = args.output_dir or (f"runs/{args.design}" if named else "runs/demo")
+    progress = Progress(len(grpo_ba.AGGREGATORS), log)
     for rule in grpo_ba.AGGREGATORS:
         out = os.path.join(base, f"{label}-{rule}-s{args.seed}")
+        progress.next(out)
         grpo_ba.train(dataclasses.replace(args, aggregator=rule, output_dir=out), log)
+        progress.done()
     return base
+
+
+class Progress:
+    """'[k/N] RUN_DIR, about M min left' before each run of a multi-run command; the time
+    left is the mean of the runs trained so far (skipped ones cost nothing) times those left."""
+
+    def __init__(self, total: int, log=print):
+        self.total, self.log, self.count, self.trained, self.seconds = total, log, 0, 0, 0.0
+
+    def next(self, what: str, skipped: bool = False):
+        self.count += 1
+        left = self.total - self.count + 1
+        eta = (f", about {self.seconds / self.trained * left / 60:.0f} min left" if self.trained
+               else "")
+        self.log(f"[{self.count}/{self.total}] {what}{' (done before)' if skipped else ''}{eta}")
+        self.started = time.time()
+
+    def done(self):
+        self.trained += 1
+        self.seconds += time.time() - self.started
 
 
 def run_sweep(args, seeds: int = 5, log=print, variant: str = "") -> str:
@@ -58,16 +82,19 @@ def run_sweep(args, seeds: int = 5, log=print, variant: str = "") -> str:
         return toy_consequences.run_design(args, log, variant)
     base = args.output_dir or "runs/sweep"
     plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(seeds)]
+    progress = Progress(len(plan) * len(grpo_ba.AGGREGATORS), log)
     for regime, seed in plan:
         for rule in grpo_ba.AGGREGATORS:
             out = os.path.join(base, f"{regime}-{rule}-s{seed}")
             status = run_io.run_status(out, args.steps, log)       # restores lines a power cut lost
             if status == "finished":
-                log(f"skip {out}: already complete")
+                progress.next(out, skipped=True)
                 continue
             resume = out if status == "resume" else ""
+            progress.next(out)
             grpo_ba.train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed,
                                               output_dir=out, resume=resume), log)
+            progress.done()
     return base
 
 
@@ -88,6 +115,10 @@ def main(argv=None) -> int:
                                       description=__doc__.split("\n\n")[0])
         if args.resume:
             raise UsageError("--resume continues one run: python grpo_ba.py --resume DIR")
+        if args.aggregator != "all":
+            raise UsageError(f"a sweep compares the three rules; --aggregator {args.aggregator} "
+                             f"trains one: python grpo_ba.py --aggregator {args.aggregator} "
+                             f"(or drop --aggregator here)")
         if options.seeds < 1:
             raise UsageError("--seeds must be at least 1")
         if options.variant and args.design not in designs.DESIGNS:

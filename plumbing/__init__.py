@@ -10,7 +10,7 @@
 - export: the final policy in Hugging Face format (or its PEFT adapter) with a model card
 - report_to: the metrics of metrics.jsonl to TensorBoard, trackio or wandb (--report-to)
 - completions: completions.jsonl, each step's responses in the format the diagnosis reads
-- run_config: --config FILE (JSON or YAML) into Args fields; provenance.json (versions, commit, device)
+- run_config: --config FILE (JSON or YAML) into Args fields; provenance (versions, commit, device) in run.json
 - errors: SetupError, the one-line error every setup step raises
 
 May import: toy_tasks, verifier, and modules of this package below it (errors and

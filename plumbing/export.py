@@ -132,7 +132,8 @@ def run_card(args: dict, metrics: list[dict], command: str = "", base_model: str
     (from the metrics lines), the command, the base model, and the settings that shape
     the update. `args` is the run's args.json (dataclasses.asdict(Args))."""
     evaluated = [m for m in metrics if m.get("accuracy") is not None]
-    card = {"rule": args.get("aggregator"), "steps": len(metrics) or args.get("steps"),
+    steps = sum(not m.get("final_evaluation") for m in metrics)   # the final evaluation is no step
+    card = {"rule": args.get("aggregator"), "steps": steps or args.get("steps"),
             "data": args.get("dataset") or "the toy's arithmetic prompts (toy_tasks)",
             "heldout_accuracy": evaluated[-1]["accuracy"] if evaluated else None,
             "accuracy_step": evaluated[-1]["step"] if evaluated else None,

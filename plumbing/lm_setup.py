@@ -98,7 +98,10 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
         optimizer.step()
         schedule.step()
         if step % max(1, steps // 5) == 0 or step == steps - 1:
-            log(f"warm-up step {step:5d}/{steps}  loss {loss.item():.3f}  ({time.time() - start:.0f}s)")
+            spent = time.time() - start
+            left = spent / (step + 1) * (steps - step - 1)
+            log(f"warm-up step {step:5d}/{steps}  loss {loss.item():.3f}  ({spent:.0f}s, "
+                f"about {left:.0f}s left)")
     model.eval()
     return model, tokenizer, time.time() - start
 

@@ -1,7 +1,7 @@
 """plumbing/run_config.py -- a run's settings from a file, and where a run ran.
 
     settings = read_config("run.yaml", Args)     # --config FILE: JSON or YAML, flat
-    provenance(device)                           # provenance.json of a run directory
+    write_provenance(run_dir, device)            # run.json: what produced the run
 
 `read_config` reads a JSON object (a run's own args.json works as one) or a YAML
 mapping. Keys may be written as flags (`group-size`, `--group-size`) or as fields
@@ -11,8 +11,14 @@ keys the file sets, so the caller decides what wins: the usual order is Args' de
 then a --preset or --design, then the file, then the flags typed.
 
 `provenance` says what produced a run: library versions, the git commit of this code
-(None outside a checkout, with a flag for uncommitted changes), the device, the CPU
-model and torch's CPU capability, and the threads.
+(None outside a checkout, with a flag for uncommitted changes), the device and its
+accelerator. The CPU model, torch's CPU capability, the threads and torch's version are
+run_io.machine_variant's; `write_provenance` records both, once per start, in run.json.
+
+--config ignores the keys that are not settings (`output_dir`, `resume`, `config`:
+where a run goes is typed, and a run's args.json names its own directory) and the
+study flags an older args.json may hold (grpo_ba_args.MOVED): `read_config(...,
+ignore=...)`.
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ import subprocess
 from plumbing.errors import SetupError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the checkout this code sits in
-PACKAGES = ("grpo-ba", "torch", "transformers", "tokenizers", "safetensors", "accelerate", "datasets", "numpy",
+PACKAGES = ("grpo-ba", "transformers", "tokenizers", "safetensors", "accelerate", "datasets", "numpy",
             "sympy", "peft", "trl", "verl", "vllm", "flash-attn")
 
 
@@ -106,9 +112,10 @@ def _converted(value, default, where: str):
     return value
 
 
-def read_config(path: str, fields) -> dict:
+def read_config(path: str, fields, ignore=()) -> dict:
     """{Args field name: value} of the settings `path` sets. `fields`: the Args
-    dataclass (or a dict of defaults), which names the settings and their kinds."""
+    dataclass (or a dict of defaults), which names the settings and their kinds;
+    keys named in `ignore` (as fields) are skipped."""
     defaults = _defaults(fields)
     data = _load(path)
     if data is None:
@@ -118,6 +125,8 @@ def read_config(path: str, fields) -> dict:
     settings, seen = {}, {}
     for key, value in data.items():
         name = _field_name(key)
+        if name in ignore:
+            continue
         if name not in defaults:
             close = difflib.get_close_matches(name, defaults, n=1)
             hint = f" (did you mean {close[0].replace('_', '-')}?)" if close else " (python grpo_ba.py --help lists them)"
@@ -156,27 +165,11 @@ def git_state() -> dict:
     return {"commit": _git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name (Linux /proc/cpuinfo, macOS sysctl), else platform's guess."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    if platform.system() == "Darwin":
-        try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                                  timeout=5).stdout.strip() or platform.processor()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return platform.processor() or platform.machine()
-
-
 def provenance(device) -> dict:
-    """What produced a run, as one JSON-ready dict. `device`: the torch.device (or its
-    name) the run trains on."""
+    """What produced a run besides the machine variant, as one JSON-ready dict: the
+    machine variant (CPU model, torch's CPU capability, threads, torch's version) is
+    run_io.machine_variant's, recorded beside it in run.json, never twice. `device`: the
+    torch.device (or its name) the run trains on."""
     import torch
     device = torch.device(device)
     accelerator = None
@@ -190,20 +183,20 @@ def provenance(device) -> dict:
         "git": git_state(),
         "python": platform.python_version(),
         "packages": {name: _version(name) for name in PACKAGES},
-        "torch": {"version": torch.__version__, "cuda": torch.version.cuda,
-                  "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None},
+        "torch_cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "device": str(device),
         "accelerator": accelerator,
-        "cpu": {"model": cpu_model(), "capability": torch.backends.cpu.get_cpu_capability(),
-                "threads": torch.get_num_threads(), "cores": os.cpu_count()},
+        "cpu_cores": os.cpu_count(),
         "platform": platform.platform(),
     }
 
 
-def write_provenance(run_dir: str, device) -> str:
-    """RUN_DIR/provenance.json; returns its path."""
-    path = os.path.join(run_dir, "provenance.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(provenance(device), f, indent=2)
-    os.replace(path + ".tmp", path)
-    return path
+def write_provenance(run_dir: str, device, start_step: int = 0, warmup: dict | None = None) -> str:
+    """Record this start (or resume) of a run in RUN_DIR/run.json: the step it starts
+    at, the machine variant, this provenance and the warm-up (run_io.record_start).
+    Each start gets its own: a resumed run may run other code on another machine.
+    Returns run.json's path."""
+    from plumbing import run_io
+    run_io.record_start(run_dir, start_step, warmup, provenance(device))
+    return os.path.join(run_dir, "run.json")

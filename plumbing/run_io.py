@@ -87,15 +87,19 @@ def machine_variant() -> dict:
             "threads": torch.get_num_threads(), "torch": torch.__version__}
 
 
-def record_start(run_dir: str, start_step: int, warmup: dict | None):
+def record_start(run_dir: str, start_step: int, warmup: dict | None, provenance: dict | None = None):
     """Append this start (or resume) of a run to run.json: the step it starts at, the
-    machine variant and the warm-up it starts from (None: a model loaded as it is)."""
+    machine variant, what else produced it (run_config.provenance: versions, commit,
+    device) and the warm-up it starts from (None: a model loaded as it is)."""
     path = os.path.join(run_dir, "run.json")
     record = {"starts": []}
     if start_step > 0 and os.path.exists(path):
         with open(path) as f:
             record = json.load(f)
-    record["starts"].append({"step": start_step, "machine": machine_variant(), "warmup": warmup})
+    start = {"step": start_step, "machine": machine_variant(), "warmup": warmup}
+    if provenance is not None:
+        start["provenance"] = provenance
+    record["starts"].append(start)
     with open(path + ".tmp", "w") as f:
         json.dump(record, f, indent=2)
     os.replace(path + ".tmp", path)
@@ -231,7 +235,8 @@ def write_args(run_dir: str, args: dict):
 # Flags that change where or how fast a run runs, or what it prints, but not what it
 # computes: a resumed run may take new values (another machine, another GPU).
 MACHINE_FLAGS = ("threads", "device", "cache_dir", "micro_batch_size", "gradient_checkpointing",
-                 "attn_implementation", "rollout_engine", "log_every", "save_every")
+                 "attn_implementation", "rollout_engine", "log_every", "save_every", "report_to",
+                 "completions")      # and what a run reports: never what it computes
 NOT_WITH_RESUME = ("sweep", "seeds", "plot_only", "figures_dir")
 
 

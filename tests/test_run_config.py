@@ -1,4 +1,4 @@
-"""--config FILE and provenance.json (plumbing/run_config.py)."""
+"""--config FILE and provenance in run.json (plumbing/run_config.py)."""
 import dataclasses
 import json
 import os
@@ -78,14 +78,12 @@ def git(*argv):
     return subprocess.run(["git", "-C", ROOT, *argv], capture_output=True, text=True).stdout.strip()
 
 
-def test_provenance_names_versions_commit_device_and_cpu():
+def test_provenance_names_versions_commit_and_device_and_leaves_the_cpu_to_the_machine_variant():
     record = run_config.provenance(torch.device("cpu"))
     json.dumps(record)                                          # JSON-ready
-    assert record["packages"]["torch"] and record["torch"]["version"] == torch.__version__
     assert record["packages"]["transformers"] and record["python"].count(".") == 2
     assert record["device"] == "cpu" and record["accelerator"] is None
-    assert record["cpu"]["capability"] == torch.backends.cpu.get_cpu_capability()
-    assert record["cpu"]["threads"] == torch.get_num_threads() and record["cpu"]["model"]
+    assert "torch" not in record["packages"] and "cpu" not in record    # run_io.machine_variant's facts
     if not git("rev-parse", "HEAD"):
         pytest.skip("not a git checkout")
     assert record["git"]["commit"] == git("rev-parse", "HEAD")
@@ -97,7 +95,25 @@ def test_outside_a_checkout_the_commit_is_none(tmp_path, monkeypatch):
     assert run_config.git_state() == {"commit": None, "dirty": None}
 
 
-def test_write_provenance_writes_provenance_json(tmp_path):
-    path = run_config.write_provenance(str(tmp_path), "cpu")
-    assert path == str(tmp_path / "provenance.json") and json.load(open(path))["device"] == "cpu"
-    assert sorted(os.listdir(tmp_path)) == ["provenance.json"]
+def test_write_provenance_records_each_start_in_run_json_with_each_fact_once(tmp_path):
+    path = run_config.write_provenance(str(tmp_path), "cpu", 0, None)
+    assert path == str(tmp_path / "run.json") and sorted(os.listdir(tmp_path)) == ["run.json"]
+    run_config.write_provenance(str(tmp_path), "cpu", 3, None)          # a resume adds its own start
+    starts = json.load(open(path))["starts"]
+    assert [s["step"] for s in starts] == [0, 3]
+    start = starts[1]
+    assert start["provenance"]["device"] == "cpu" and start["provenance"]["packages"]["transformers"]
+    machine = start["machine"]
+    assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and machine["cpu_model"]
+    assert machine["threads"] == torch.get_num_threads() and machine["torch"] == torch.__version__
+    leaves = {}
+
+    def walk(node, prefix=""):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, prefix + key + "/")
+            else:
+                leaves.setdefault(key, []).append(prefix + key)
+    walk(start)
+    for fact in ("cpu_model", "cpu_capability", "threads", "torch", "device"):
+        assert len(leaves.get(fact, [])) <= 1, leaves[fact]             # one place per fact
