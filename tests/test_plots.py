@@ -8,6 +8,8 @@ import pytest
 
 from analysis import plots
 
+from conftest import forced_kernels
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -83,6 +85,7 @@ def test_python_m_analysis_report_redraws_from_saved_metrics_without_training(tm
     assert (tmp_path / "training_variance.png").exists() and (tmp_path / "table.md").exists()
 
 
+@forced_kernels
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--shape", "qwen2.5-math-7b", "--random-responses"]])
 def test_gpu_check_script_runs_its_code_path_on_cpu(extra):

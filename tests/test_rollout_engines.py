@@ -18,6 +18,8 @@ import torch
 import grpo_ba
 from plumbing import lm_setup, rollout_engines
 
+from conftest import forced_kernels
+
 FAST = ("static", "paged")
 PROMPTS = ["<bos>12+3+4=", "<bos>57+6+3=57", "<bos>9", "<bos>8+8=", "<bos>3+45+6+7=", "<bos>2"]
 
@@ -78,6 +80,7 @@ def test_greedy_tokens_equal_generates(toy, engine):
     assert out.shape == reference.shape and torch.equal(out, reference)
 
 
+@forced_kernels
 def test_compiled_static_engine_gives_generates_greedy_tokens(toy):
     """torch.compile of the decode step (on a CPU: inductor without CUDA graphs, ~30 s)."""
     policy, tokenizer = toy

@@ -8,6 +8,8 @@ import grpo_ba
 from plumbing import chat_template
 from grpo_ba import AGGREGATORS, aggregation_coefficients, clipped_token_loss, group_advantages, main
 
+from conftest import forced_kernels
+
 
 def test_local_model_with_chat_template_trains_two_steps_on_a_local_jsonl(tmp_path, tiny_model_dir):
     data = tmp_path / "gsm.jsonl"
@@ -83,6 +85,7 @@ def test_naive_per_micro_batch_normalisation_would_differ():
     assert abs(full.item() - naive.item()) > 1e-3
 
 
+@forced_kernels
 def test_a_bf16_step_runs_on_cpu(tmp_path, tiny_model_dir):
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps({"prompt": f"{i}+1", "answer": str(i + 1)}) for i in range(10)))
