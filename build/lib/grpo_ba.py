@@ -1,0 +1,550 @@
+"""grpo_ba.py -- GRPO with three loss-aggregation rules, side by side.
+
+A reference implementation to read beside *Balanced Aggregation: Understanding and
+Fixing Aggregation Bias in GRPO* (arXiv 2605.04077), in the paper's order: 1 advantages,
+2 the clipped term, 3 the three rules, 4 rollout, 5 the update, 6 diagnostics, 7 the
+loop, 8 main. The math is derived in docs/method.md; docstrings cite its sections.
+
+    python grpo_ba.py                              # demo: warm-up, then token / sequence / balanced
+    python grpo_ba.py --design loop-gap            # token's failure (docs/toy-designs.md)
+    python grpo_ba.py --aggregator balanced --regime variance --steps 200     # one run
+    python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
+    python grpo_ba.py --help                       # every training flag (grpo_ba_args.py)
+    python -m analysis.sweep --design loop-gap     # a study: also .regime_map, .report, .diagnose
+
+Choices where GRPO implementations disagree (docs/method.md §7; each pinned by a test in tests/):
+ 1. Advantages use the population std (divide by G), so a group of one gives 0, not NaN.
+ 2. A group whose rewards are all equal has A = 0: it contributes 0 loss and 0 gradient.
+ 3. The ratio is exp(logp - old_logp) with masked positions zeroed *before* exp, so a
+    masked or padded token can never produce inf * 0 = NaN.
+ 4. The loss mask covers every sampled token up to and including the first EOS, even a
+    PAD the policy sampled itself (otherwise the policy learns to emit PAD for free).
+ 5. Every rule is applied per group, then averaged over the P groups (docs/method.md §5).
+ 6. A response of zero length contributes nothing (its normaliser is clamped to 1).
+ 7. Balanced aggregation for non-binary rewards uses advantage mass (docs/method.md §4): the
+    project's choice, as the paper's exact form is not public.
+ 8. The three rules are linear in the token terms, so J = sum_it c_it * l_it; the
+    coefficients c_it = dJ/dl_it are taken once over whole groups, which makes
+    micro-batching exact (the bug of verl issues 2776 and 7321 cannot happen).
+ 9. KL to a reference (k3 estimator) is off by default (beta = 0), as in DAPO / Dr. GRPO.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import random
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from grpo_ba_args import (PRESETS, WARMUP_STEPS, Args, UsageError, check_args,  # noqa: F401
+                          given_flags, parse_args, resumed_args)
+from plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines
+from plumbing.training_run import TrainingRun, eval_progress
+from toy_tasks import length_stats
+from verifier import verify
+
+# =====================================================================================
+# 1. Group-relative advantages (docs/method.md §1)
+# =====================================================================================
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
+                     eps: float = 1e-6) -> torch.Tensor:
+    """A_i = (r_i - mean(r)) / (std(r) + eps)   (scale="std", GRPO)
+       A_i =  r_i - mean(r)                      (scale="none", Dr. GRPO)
+
+    Mean and population std are taken over each contiguous group of G responses.
+    rewards: (B,) with B = P * G  ->  advantages: (B,)
+    """
+    if rewards.ndim != 1 or rewards.numel() % group_size != 0:
+        raise ValueError(f"rewards of shape {tuple(rewards.shape)} do not split into groups "
+                         f"of {group_size}")
+    r = rewards.float().view(-1, group_size)                      # (P, G)
+    centred = r - r.mean(dim=1, keepdim=True)                     # sum_i A_i = 0 in every group
+    if scale == "std":
+        centred = centred / (r.std(dim=1, unbiased=False, keepdim=True) + eps)
+    elif scale != "none":
+        raise ValueError(f"unknown advantage scale {scale!r}; use 'std' or 'none'")
+    return centred.view(-1)
+
+
+# =====================================================================================
+# 2. The clipped per-token term (docs/method.md §1)
+# =====================================================================================
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """KL_it = k3 estimator of KL(pi_theta || pi_ref) per token: exp(q) - q - 1,
+    q = ref_logp - logp.
+    Always >= 0, and 0 where the two policies agree."""
+    q = ref_logp - logp
+    return torch.exp(q) - q - 1
+
+
+def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                       mask: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.28,
+                       ref_logp: torch.Tensor | None = None, beta: float = 0.0,
+                       clip_ratio_c: float | None = None) -> torch.Tensor:
+    """l_it = -min(rho_it * A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_it
+
+    rho_it = exp(logp_it - old_logp_it);  KL_it = k3 = exp(q) - q - 1 with q = ref_logp - logp.
+    logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,)  ->  per-token loss (B, T),
+    exactly 0 where mask is 0.
+
+    Dual clip (clip_ratio_c = c > 1; None or 0: off), verl's (c = 3 there; arXiv 1912.09729):
+    for A_i < 0, l_it = min(l_it, -A_i c), so a negative token whose ratio grew past c adds at
+    most |A_i| c, with no gradient. The cap scales with A_i: BA by rescaled advantages holds.
+    """
+    mask = mask.bool()
+    # Zero masked log-ratios before exp: a padded position could otherwise give inf * 0 = NaN.
+    ratio = torch.exp(torch.where(mask, logp - old_logp, torch.zeros_like(logp)))     # (B, T)
+    adv = advantages.to(logp.dtype)[:, None]                                # (B, 1)
+    loss = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
+    if clip_ratio_c:
+        if not clip_ratio_c > 1.0:
+            raise ValueError(f"clip_ratio_c (dual clip) must be above 1, got {clip_ratio_c}")
+        loss = torch.where(adv < 0, torch.minimum(loss, -adv * clip_ratio_c), loss)   # A_i < 0 only
+    if ref_logp is not None and beta != 0.0:
+        # masked positions get ref = logp (KL 0) before exp, for the same reason as the ratio
+        loss = loss + beta * k3_kl(logp, torch.where(mask, ref_logp, logp))
+    return torch.where(mask, loss, torch.zeros_like(loss))
+
+
+# =====================================================================================
+# 3. The three aggregation rules, side by side (docs/method.md §2, §4, §5)
+#    Each: (per_token_loss (B,T), mask (B,T), advantages (B,), group_size G) -> scalar.
+#    Rows come in contiguous groups of G; the rule is applied per group, then averaged.
+# =====================================================================================
+def _per_response_sums(per_token_loss, mask, group_size):
+    """Row sums of the token terms and row lengths L_i, both shaped (P, G)."""
+    mask = mask.to(per_token_loss.dtype)
+    token_sums = (per_token_loss * mask).sum(dim=1).view(-1, group_size)   # sum_t l_it
+    lengths = mask.sum(dim=1).view(-1, group_size)                          # L_i
+    return token_sums, lengths
+
+
+def aggregate_token(per_token_loss, mask, advantages, group_size):
+    """J_tok = (1 / sum_i L_i) * sum_i sum_t l_it          (DAPO / Dr. GRPO token sums)
+
+    Every token of the group weighs the same, so the side that writes more tokens
+    gets more total weight (sign-length coupling, docs/method.md §3). Its trace: at rho = 1,
+    l_it = -A_i and J_tok = -sum_i A_i L_i / sum_i L_i, not 0 unless lengths agree.
+    """
+    token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
+    per_group = token_sums.sum(dim=1) / lengths.sum(dim=1).clamp(min=1)          # (P,)
+    return per_group.mean()
+
+
+def aggregate_sequence(per_token_loss, mask, advantages, group_size):
+    """J_seq = (1/G) * sum_i (1/L_i) * sum_t l_it          (original GRPO)
+
+    Every response weighs the same, so each token of a long response weighs less
+    (sequence equal-weighting, docs/method.md §3).
+    """
+    token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
+    per_group = (token_sums / lengths.clamp(min=1)).mean(dim=1)                  # (P,)
+    return per_group.mean()
+
+
+def aggregate_balanced(per_token_loss, mask, advantages, group_size):
+    """Balanced Aggregation, advantage-mass form (docs/method.md §4; binary case §2):
+
+        J_BA = sum_{s in +,-} (M_s / G) * (sum_{i in S_s} sum_t l_it) / (sum_{i in S_s} |A_i| L_i)
+        M_s  = sum_{i in S_s} |A_i|
+
+    With binary rewards this is (k/G) * token-mean over S+  +  ((G-k)/G) * token-mean over S-:
+    token mean inside each sign, sequence-count weights between the signs.
+    Responses with A_i = 0 belong to neither side and carry no weight.
+    """
+    token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
+    adv = advantages.to(token_sums.dtype).view(-1, group_size)                   # (P, G)
+    sides = torch.stack([adv > 0, adv < 0]).to(token_sums.dtype)                # S+, S-: (2, P, G)
+    mass = (adv.abs() * sides).sum(dim=2)                                        # M_s: (2, P)
+    numerator = (token_sums * sides).sum(dim=2)                                  # (2, P)
+    denominator = (adv.abs() * lengths * sides).sum(dim=2)                       # (2, P)
+    # An empty side, or one whose responses are all empty, contributes 0 (not 0/0).
+    safe = torch.where(denominator > 0, denominator, torch.ones_like(denominator))
+    per_side = torch.where(denominator > 0, mass / group_size * numerator / safe,
+                           torch.zeros_like(numerator))                          # (2, P)
+    return per_side.sum(dim=0).mean()
+
+
+AGGREGATORS = {
+    "token": aggregate_token,
+    "sequence": aggregate_sequence,
+    "balanced": aggregate_balanced,
+}
+
+
+def aggregator_function(aggregator):
+    """A rule's name in AGGREGATORS, or a function with the aggregators' signature
+    (a student's own)."""
+    return AGGREGATORS[aggregator] if isinstance(aggregator, str) else aggregator
+
+
+def aggregation_coefficients(mask, advantages, group_size, aggregator):
+    """c_it = dJ/dl_it, shape (B, T): the weight each token term gets under a rule.
+
+    Every rule is linear in l, so J = sum_it c_it * l_it exactly. The coefficients
+    depend only on the mask and the advantages of *whole groups*; computing them once
+    before splitting a batch into micro-batches keeps micro-batching exact.
+    """
+    probe = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
+    with torch.enable_grad():
+        value = aggregator_function(aggregator)(probe, mask, advantages.float(), group_size)
+        (coefficients,) = torch.autograd.grad(value, probe)
+    return coefficients * mask.to(coefficients.dtype)
+
+
+# =====================================================================================
+# 4. Rollout: sample G responses per prompt, mask them, score them
+# =====================================================================================
+@dataclass
+class Rollout:
+    sequences: torch.Tensor       # (B, S_prompt + T) prompt (left-padded) then response
+    attention: torch.Tensor       # (B, S_prompt + T)
+    response_mask: torch.Tensor   # (B, T) 1 on every sampled token up to and with the first EOS
+    completions: list             # B strings: forced prefix + decoded response
+    truncated: torch.Tensor       # (B,) True where no EOS came before max_new_tokens
+
+
+def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask every position up to and including the first EOS, whatever token was sampled
+    there (a PAD the policy sampled itself is *in* the loss; choice 4). eos_id: one id or a
+    list (every stop id: EOS, end of turn). (B, T) -> (B, T), (B,)"""
+    is_eos = torch.isin(response, torch.as_tensor(eos_id, device=response.device))
+    has_eos = is_eos.any(dim=1)
+    no_eos = torch.full_like(has_eos, response.shape[1], dtype=torch.long)
+    first_eos = torch.where(has_eos, is_eos.float().argmax(dim=1), no_eos)
+    positions = torch.arange(response.shape[1], device=response.device)[None, :]
+    return (positions <= first_eos[:, None]).long(), ~has_eos
+
+
+def autocast(args, device_type):
+    """Compute in --dtype, keep weights and optimizer state in float32: bf16 weights
+    would round away most updates at lr ~1e-6 (bf16 keeps 8 bits of mantissa)."""
+    dtype = lm_setup.DTYPES[args.dtype]
+    return torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
+
+
+@torch.no_grad()
+def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=None) -> Rollout:
+    """Continue each `prompt + forced prefix`; the forced text is prompt, not response.
+    Sampled at `temperature` (default: --temperature); temperature 0 is greedy."""
+    encoded = tokenizer([p + f for p, f in zip(prompt_texts, forced_prefixes)], return_tensors="pt",
+                        padding=True, add_special_tokens=False).to(policy.device)
+    temperature = args.temperature if temperature is None else temperature
+    sampling = (dict(do_sample=False) if temperature == 0 else
+                dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0))
+    config = getattr(policy, "generation_config", None)
+    stop_ids = chat_template.stop_token_ids(tokenizer, config)                 # EOS, end of turn
+    with autocast(args, policy.device.type):
+        if args.rollout_engine == "generate":      # the reference
+            sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, **sampling,
+                                        pad_token_id=tokenizer.pad_token_id, eos_token_id=stop_ids)
+        else:                                      # the same tokens, faster (docs/gpu-rollouts.md)
+            sequences = rollout_engines.sample(policy, encoded, args.max_new_tokens,
+                                               tokenizer.pad_token_id, stop_ids,
+                                               args.rollout_engine, **sampling)
+    response = sequences[:, encoded["input_ids"].shape[1]:]                              # (B, T)
+    mask, truncated = response_mask_from_eos(response, stop_ids)
+    completions = [f + tokenizer.decode(r[m.bool()], skip_special_tokens=True)
+                   for f, r, m in zip(forced_prefixes, response, mask)]
+    attention = torch.cat([encoded["attention_mask"], mask], dim=1)
+    return Rollout(sequences, attention, mask, completions, truncated)
+
+
+def token_logprobs(model, sequences, attention, n_response, temperature=1.0, with_entropy=False):
+    """log pi(o_t | q, o_<t) of the last n_response tokens, (B, T); and their entropy.
+
+    Positions come from the attention mask, as in generation, so the first inner update
+    sees ratio exactly 1. Only the response positions' logits are materialised.
+    """
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions,
+                   logits_to_keep=n_response + 1).logits[:, :-1]                        # (B, T, V)
+    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, sequences[:, -n_response:, None]).squeeze(-1)            # (B, T)
+    entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None
+    return logp, entropy
+
+
+# =====================================================================================
+# 5. The update: mu inner steps of the clipped objective, aggregated by the chosen rule
+# =====================================================================================
+def micro_batches(batch_size, micro_batch_size):
+    size = micro_batch_size or batch_size
+    return [slice(i, i + size) for i in range(0, batch_size, size)]
+
+
+def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
+    """Advantages -> coefficients c_it of the rule over whole groups -> mu inner updates,
+    each a step on  J_rule = sum_it c_it * l_it  accumulated over micro-batches. pi_old is
+    the first update's own log-probs, detached (the policy has not moved yet: ratio exactly
+    1, one forward pass fewer). Non-finite loss or gradients skip the optimizer step."""
+    T, device = batch.response_mask.shape[1], batch.response_mask.device
+    mask = batch.response_mask.float()                                              # (B, T)
+    advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
+    # The rule enters the update here and only here, as c_it = dJ_rule/dl_it. Each rule is
+    # linear in l, and c depends on whole groups' masks and advantages, never on theta: taken
+    # once over the full batch, the micro-batches' sums add up to J_rule exactly (choice 8).
+    coefficients = aggregation_coefficients(mask, advantages, args.group_size, args.aggregator)
+    chunks = micro_batches(mask.shape[0], args.micro_batch_size)
+    ref_logp = None                                                         # log pi_ref: (B, T)
+    if reference is not None:
+        with torch.no_grad(), autocast(args, device.type):
+            ref_logp = torch.cat([token_logprobs(reference, batch.sequences[c], batch.attention[c],
+                                                 T, args.temperature)[0] for c in chunks])
+    old_logp = torch.zeros_like(mask)                                       # set by update 0
+    stats = dict(pg_loss=0.0, entropy=0.0, kl=0.0, clip_frac=0.0, grad_norm=0.0, skipped_updates=0)
+    for inner in range(args.inner_updates):                                         # mu
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for c in chunks:
+            with autocast(args, device.type):                                       # forward only
+                logp, entropy = token_logprobs(policy, batch.sequences[c], batch.attention[c], T,
+                                               args.temperature, with_entropy=inner == 0)
+            if inner == 0:
+                old_logp[c] = logp.detach()                  # pi_old = pi_theta, before a step
+            ref = None if ref_logp is None else ref_logp[c]
+            token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low,
+                                            args.eps_high, ref, args.beta, args.clip_ratio_c)
+            loss = (coefficients[c] * token_loss).sum()     # sum_it c_it * l_it: a share of J
+            loss.backward()
+            total += loss.item()
+            shares = update_statistics(loss, logp, old_logp[c], ref, entropy, advantages[c],
+                                       mask[c], coefficients[c], inner, args)
+            for key, value in shares.items():
+                stats[key] += value
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+        if inner == 0:
+            stats["grad_norm"] = grad_norm.item()
+        if math.isfinite(total) and torch.isfinite(grad_norm):
+            optimizer.step()
+        else:
+            stats["skipped_updates"] += 1
+            optimizer.zero_grad(set_to_none=True)
+    n_tokens = mask.sum().clamp(min=1).item()
+    return {**stats, **{key: stats[key] / n_tokens for key in ("entropy", "kl", "clip_frac")}}
+
+
+@torch.no_grad()
+def update_statistics(loss, logp, old_logp, ref_logp, entropy, advantages, mask, coefficients,
+                      inner, args) -> dict:
+    """A micro-batch's share of what the update logs (docs/metrics.md), as token sums:
+    pg_loss = J without its beta * KL part and the entropy, at the first inner update; the
+    k3 KL to pi_ref (beta > 0) or to pi_old, at the last; the clipped tokens' fraction, mean
+    over the mu updates. grpo_update divides the sums by the batch's number of tokens."""
+    ratio = torch.exp(torch.where(mask > 0, logp - old_logp, torch.zeros_like(logp)))   # rho_it
+    adv = advantages[:, None]
+    clipped = ((adv > 0) & (ratio > 1 + args.eps_high)) | ((adv < 0) & (ratio < 1 - args.eps_low))
+    kl = k3_kl(logp, old_logp if ref_logp is None else ref_logp) * mask
+    first, last = inner == 0, inner == args.inner_updates - 1
+    kl_part = args.beta * (coefficients * kl).sum().item() if ref_logp is not None else 0.0
+    return {"pg_loss": loss.item() - kl_part if first else 0.0,
+            "entropy": (entropy * mask).sum().item() if first else 0.0,
+            "kl": kl.sum().item() if last else 0.0,
+            "clip_frac": (mask * clipped.float()).sum().item() / args.inner_updates}
+
+
+# =====================================================================================
+# 6. Diagnostics: each rule's weight on each sign, and what each step logs (docs/metrics.md)
+# =====================================================================================
+def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.Tensor:
+    """(B,) response lengths -> (B, T) mask with ones on the first L_i positions."""
+    width = int(lengths.max().item()) if width is None else width
+    return (torch.arange(max(width, 1), device=lengths.device)[None, :] < lengths[:, None]).float()
+
+
+def token_weights(mask, advantages, group_size, aggregator):
+    """(B, T): the weight of each token in the ascent direction at ratio 1, i.e.
+    -dJ/dlogp_it = A_i * c_it, measured by autograd through the real clipped term and
+    the real aggregator (docs/method.md §3's table, token by token)."""
+    advantages = advantages.float()
+    logp = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
+    with torch.enable_grad():
+        token_loss = clipped_token_loss(logp, logp.detach(), advantages, mask)
+        value = aggregator_function(aggregator)(token_loss, mask, advantages, group_size)
+        (grad,) = torch.autograd.grad(value, logp)
+    return -grad
+
+
+def sign_weights(mask, advantages, group_size, aggregator):
+    """(w_pos, w_neg): token_weights summed over A_i > 0 and over A_i < 0 (docs/method.md
+    §3's table). Sequence and balanced give +-sqrt(k(G-k))/G per group (binary rewards,
+    std scaling); token gives a ratio |w_pos / w_neg| = Lbar+ / Lbar-."""
+    per_response = token_weights(mask, advantages, group_size, aggregator).sum(dim=1)   # (B,)
+    return per_response[advantages > 0].sum(), per_response[advantages < 0].sum()
+
+
+def positive_share(mask, advantages, group_size, aggregator) -> float | None:
+    """|w_pos| / (|w_pos| + |w_neg|): the rule's share of gradient weight on the positive
+    responses (docs/method.md §3); 1/2 for sequence and balanced with binary rewards,
+    Lbar+ / (Lbar+ + Lbar-) for token; None when every group is tied."""
+    w_pos, w_neg = sign_weights(mask, advantages, group_size, aggregator)
+    total = (w_pos.abs() + w_neg.abs()).item()
+    return w_pos.abs().item() / total if total > 0 else None
+
+
+def step_diagnostics(rewards, mask, args) -> dict:
+    """Lengths by reward and by sign of advantage, and the sign weights of all three rules."""
+    lengths = mask.sum(1).float()                                                  # L_i: (B,)
+    advantages = group_advantages(rewards, args.group_size, args.adv_scale)
+    pos, neg = advantages > 0, advantages < 0
+    out = {"reward_mean": rewards.mean().item(), **length_stats(lengths, rewards),
+           "len_pos": lengths[pos].mean().item() if pos.any() else None,
+           "len_neg": lengths[neg].mean().item() if neg.any() else None}
+    for rule in AGGREGATORS:
+        out[f"pos_share_{rule}"] = positive_share(mask.float(), advantages, args.group_size, rule)
+    out["pos_share"] = out.get(f"pos_share_{args.aggregator}")
+    return out
+
+
+# =====================================================================================
+# 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable
+# =====================================================================================
+def evaluate(policy, tokenizer, task, rows, args) -> float:
+    """avg@K = (1 / (N K)) * sum_n sum_k verify(o_nk, answer_n): K = --eval-samples samples
+    per prompt at --eval-temperature (K = 1 at temperature 0: greedy accuracy), nothing forced."""
+    K = args.eval_samples
+    prompts = [task.prompt_text(r["prompt"]) for r in rows for _ in range(K)]
+    answers = [r["answer"] for r in rows for _ in range(K)]
+    # a rollout's batch fits in memory (--micro-batch-size only splits the update)
+    size = args.prompts_per_step * args.group_size if args.micro_batch_size else len(prompts)
+    verdicts = []
+    policy.eval()
+    for i in eval_progress(range(0, len(prompts), size), len(prompts)):   # long ones: a bar
+        chunk = prompts[i:i + size]
+        batch = rollout(policy, tokenizer, chunk, [""] * len(chunk), args, args.eval_temperature)
+        verdicts += [verify(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
+    return sum(verdicts) / len(verdicts)
+
+
+def step_rows(task, step_seed: int, args) -> list:
+    """The P prompt rows of a step, drawn from its seed: a resumed run draws the same."""
+    generator = torch.Generator().manual_seed(step_seed)
+    picks = torch.randint(len(task.train), (args.prompts_per_step,), generator=generator)
+    return [task.train[i] for i in picks.tolist()]
+
+
+def sample_groups(policy, tokenizer, task, rows, rng, args):
+    """G rollouts of each of the P rows (groups contiguous) and their rewards (B,);
+    `rng` draws the environment's forced prefixes. -> (Rollout, rewards, forced prefixes)."""
+    G = args.group_size
+    prompts = [r["prompt"] for r in rows for _ in range(G)]
+    answers = [r["answer"] for r in rows for _ in range(G)]
+    forced = [task.forced_prefix(p, rng) for p in prompts]
+    policy.eval()
+    batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
+    rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
+    return batch, rewards, forced
+
+
+def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args,
+              eval_sets=None, on_rollout=None) -> dict:
+    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update;
+    first, if given, avg@K on each eval set {metric name: rows} and `accuracy`, their mean.
+    on_rollout(prompts, Rollout, rewards), if given, sees what the policy wrote (--completions)."""
+    batch, rewards, forced = sample_groups(policy, tokenizer, task, rows, rng, args)
+    if on_rollout is not None:
+        on_rollout([task.prompt_text(r["prompt"]) for r in rows], batch, rewards)
+    metrics = step_diagnostics(rewards, batch.response_mask.cpu(), args)
+    if eval_sets:
+        scores = {name: evaluate(policy, tokenizer, task, eval_rows, args)
+                  for name, eval_rows in eval_sets.items()}
+        metrics.update(scores, accuracy=sum(scores.values()) / len(scores))
+    policy.train()
+    rewards = rewards.to(policy.device)
+    metrics.update(grpo_update(policy, reference, optimizer, batch, rewards, args))
+    metrics.update(truncated_frac=batch.truncated.float().mean().item(),
+                   forced_frac=sum(bool(f) for f in forced) / len(forced))
+    return metrics
+
+
+def is_eval_step(step: int, args) -> bool:
+    """Step 0, every --eval-every steps, and every --eval-dense-every steps up to
+    --eval-dense-until (an early-dense schedule: rules that separate early are seen). An
+    evaluation at step s measures the policy before that step's update; the last one,
+    after the last update, is logged as step --steps (final_evaluation)."""
+    dense = (args.eval_dense_until > 0 and step <= args.eval_dense_until
+             and step % max(1, args.eval_dense_every) == 0)
+    return dense or step % args.eval_every == 0
+
+
+def final_evaluation(policy, tokenizer, task, eval_sets, args) -> dict:
+    """The metrics line of the evaluation after the last update: step = --steps."""
+    scores = {name: evaluate(policy, tokenizer, task, r, args) for name, r in eval_sets.items()}
+    return {"step": args.steps, "final_evaluation": True, **scores,
+            "accuracy": sum(scores.values()) / len(scores)}
+
+
+def seed_step(seed: int, step: int) -> int:
+    """Every step reseeds from (seed, step): a resumed run samples what the original would."""
+    step_seed = (seed * 1_000_003 + step) % (2**63)
+    torch.manual_seed(step_seed)
+    return step_seed
+
+
+def train(args: Args, log=print) -> str:
+    """One GRPO run with one rule: each step samples P prompts, G rollouts each, rewards
+    them and updates (grpo_step). Writes args.json, metrics.jsonl (one object per step),
+    checkpoint.pt and model/ (docs/outputs.md) to args.output_dir, and returns it."""
+    run = TrainingRun(args, log)                  # device, threads; a bad directory fails now
+    policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row
+    if args.lora_rank:                            # train adapters only, over a frozen base
+        policy = lora.add_adapters(policy, args, run.device.type)
+    eval_sets = benchmarks.eval_sets(args, task)  # and every --eval-dataset row, before writing
+    policy.to(run.device)
+    reference = None                              # pi_ref: the start policy, frozen, when beta > 0
+    if args.beta > 0:                             # (LoRA: the base model, adapters switched off)
+        reference = (lora.ReferenceWithoutAdapters(policy) if args.lora_rank
+                     else copy.deepcopy(policy).eval().requires_grad_(False))
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr,
+                                  weight_decay=0.0)
+    args = run.begin(policy, optimizer, task, tokenizer)   # args.json, or --resume's checkpoint
+    with run.ctrl_c_saves():                      # Ctrl-C: finish the step, save, stop
+        for step in run.steps():
+            step_seed = seed_step(args.seed, step)
+            rows = step_rows(task, step_seed, args)
+            evals = eval_sets if is_eval_step(step, args) else None
+            metrics = grpo_step(policy, reference, optimizer, tokenizer, task, rows,
+                                random.Random(step_seed), args, evals, run.on_rollout)
+            last = step == args.steps - 1         # then also the policy after the last update
+            final = final_evaluation(policy, tokenizer, task, eval_sets, args) if last else None
+            run.record(step, metrics, final, policy, optimizer)   # metrics lines, log, checkpoint
+    return run.finish()                           # the summary: accuracy, time, output paths
+
+
+# =====================================================================================
+# 8. main: one run, a resumed run, or the demo
+# =====================================================================================
+def main(argv=None) -> int:
+    """One run (--aggregator RULE), a run continued (--resume DIR), or by default the demo
+    (--aggregator all): analysis/sweep.py trains the three rules, then draws figures."""
+    try:
+        args = parse_args(argv)
+        check_args(args)
+        if args.resume:                            # its args.json, then the flags typed
+            args = resumed_args(argv)
+            check_args(args)
+        if args.aggregator == "all":
+            from analysis import sweep
+            sweep.demo(args)
+        else:
+            default_dir = f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
+            train(dataclasses.replace(args, output_dir=args.output_dir or default_dir))
+        return 0
+    except KeyboardInterrupt:
+        print("grpo_ba.py: interrupted", file=sys.stderr)
+        return 130
+    except (UsageError, OSError, json.JSONDecodeError) as err:
+        print(f"grpo_ba.py: error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:                      # SetupError and bad toy settings
+        for line in str(err).splitlines() or [""]:  # a bad dataset: one line per kind of problem
+            print(f"grpo_ba.py: error: {line}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
