@@ -5,8 +5,8 @@ Fixing Aggregation Bias in GRPO* (arXiv 2605.04077), in the paper's order: 1 adv
 2 the clipped term, 3 the three rules, 4 rollout, 5 the update, 6 diagnostics, 7 the
 loop, 8 main. The math is derived in docs/method.md; docstrings cite its sections.
 
-    python grpo_ba.py                              # demo: warm-up, then token / sequence / balanced
-    python grpo_ba.py --design loop-gap            # wrong answers loop in digits (docs/toy-designs.md)
+    python grpo_ba.py                              # demo: shipped warm-up, then each rule, 30 steps
+    python grpo_ba.py --design loop-gap            # wrong answers loop in digits, 300 steps
     python grpo_ba.py --aggregator balanced --regime variance --steps 200     # one run
     python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
     python grpo_ba.py --help                       # every training flag (grpo_ba_args.py)
