@@ -1,7 +1,7 @@
 """analysis/diagnose.py -- how biased is the aggregation of *your* run? Measured from its rollouts.
 
-    python grpo_ba.py --diagnose rollouts.jsonl                  # GRPO advantages (std scaling)
-    python grpo_ba.py --diagnose rollouts.jsonl --adv-scale none # Dr. GRPO advantages
+    python -m analysis.diagnose rollouts.jsonl                   # GRPO advantages (std scaling)
+    python -m analysis.diagnose rollouts.jsonl --adv-scale none  # Dr. GRPO advantages
     python -m analysis.diagnose completions.jsonl --figure bias.png   # the same, and step by step
 
 ROLLOUTS.jsonl holds one JSON object per response:
@@ -300,7 +300,7 @@ def plot_steps(steps: list[dict], png: str, title: str = "") -> str:
 
 
 def run(path: str, adv_scale: str = "std", out=print, figure: str | None = None) -> dict:
-    """`python grpo_ba.py --diagnose PATH`: print the report; its last line is one JSON
+    """`python -m analysis.diagnose PATH`: print the report; its last line is one JSON
     object. Lines with `step` first get the step-by-step table (and `figure`, a PNG)."""
     summary = diagnose(path, adv_scale)
     steps = diagnose_steps(path, adv_scale)
