@@ -92,7 +92,8 @@ def tail_accuracy(metrics: list[dict], last: int = 5) -> float:
 def _late_mean(key: str, last: int = 10):
     """Mean of a per-step metric over the last `last` training steps (the mechanism's end)."""
     def late(metrics: list[dict]) -> float:
-        return paired_stats.mean_finite([m.get(key) for m in metrics if not m.get("final_evaluation")][-last:])
+        from plumbing.run_io import step_lines
+        return paired_stats.mean_finite([m.get(key) for m in step_lines(metrics)[0]][-last:])
     return late
 
 
@@ -131,7 +132,8 @@ def _run_problems(name: str, args: dict, metrics: list[dict], record: dict, sett
         problems.append("not this design's settings (" + ", ".join(f"--{k.replace('_', '-')} {args.get(k)} "
                                                                     f"where the design has {designs.design_flags(name)[k]}"
                                                                     for k in differing) + ")")
-    final = [m for m in metrics if m.get("final_evaluation")]
+    from plumbing.run_io import step_lines
+    final = step_lines(metrics)[1]
     if not final or final[-1]["step"] != args.get("steps") or metrics[-1] is not final[-1]:
         problems.append(f"unfinished: no evaluation after its last update (step {args.get('steps')}) as its last line")
     variant = designs.VARIANTS.get(designs.variant_of(name, args.get("seed"))) if settings else None

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 
+from plumbing import run_io
 from plumbing.errors import SetupError
 
 MARKER = "exported by grpo_ba"        # in the card's front matter: this directory may be replaced
@@ -132,7 +133,7 @@ def run_card(args: dict, metrics: list[dict], command: str = "", base_model: str
     (from the metrics lines), the command, the base model, and the settings that shape
     the update. `args` is the run's args.json (dataclasses.asdict(Args))."""
     evaluated = [m for m in metrics if m.get("accuracy") is not None]
-    steps = sum(not m.get("final_evaluation") for m in metrics)   # the final evaluation is no step
+    steps = len(run_io.step_lines(metrics)[0])   # the final evaluation is no step
     card = {"rule": args.get("aggregator"), "steps": steps or args.get("steps"),
             "data": args.get("dataset") or "the toy's arithmetic prompts (toy_tasks)",
             "heldout_accuracy": evaluated[-1]["accuracy"] if evaluated else None,

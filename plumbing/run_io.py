@@ -430,6 +430,13 @@ def repair_metrics(out: str, log=_note) -> list[dict]:
     return repaired
 
 
+def step_lines(metrics: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(the lines of training steps, the final-evaluation lines) of a run's metrics: the
+    evaluation after the last update is logged as step --steps and is not a step."""
+    return ([m for m in metrics if not m.get("final_evaluation")],
+            [m for m in metrics if m.get("final_evaluation")])
+
+
 def run_status(out: str, steps: int, log=_note) -> str:
     """What a sweep or the regime map does with run directory `out`: "finished" (it holds
     `steps` lines of metrics and the evaluation after step `steps`, after restoring any its
@@ -440,9 +447,8 @@ def run_status(out: str, steps: int, log=_note) -> str:
         metrics = repair_metrics(out, log)
     except OSError:
         return "train"
-    trained = [m for m in metrics if not m.get("final_evaluation")]
-    finals = [m["step"] for m in metrics if m.get("final_evaluation")]
-    if len(trained) >= steps and (not finals or steps in finals):   # runs from before the final evaluation have none
+    trained, finals = step_lines(metrics)
+    if len(trained) >= steps and (not finals or steps in [m["step"] for m in finals]):   # runs from before the final evaluation have none
         return "finished"
     return "resume" if os.path.exists(os.path.join(out, "checkpoint.pt")) else "train"
 
