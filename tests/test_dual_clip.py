@@ -16,7 +16,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
-import integrations.verl_balanced as vb  # noqa: E402
+import grpo_ba_kit.integrations.verl_balanced as vb  # noqa: E402
 from grpo_ba import aggregate_balanced, clipped_token_loss  # noqa: E402
 
 EPS_LOW, EPS_HIGH, C = 0.2, 0.28, 3.0

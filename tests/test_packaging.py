@@ -1,11 +1,17 @@
-"""pyproject.toml installs every module of the repository and agrees with requirements*.txt."""
+"""pyproject.toml installs every module of the project under names no other package owns,
+and agrees with requirements*.txt."""
 import os
+import shutil
+import subprocess
+import sys
 import tomllib
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NOT_INSTALLED = {"exercises"}          # a student's working copy, checked from the clone
+NOT_INSTALLED = {"exercises",            # a student's working copy, checked from the clone
+                 "verifier", "toy_tasks"}  # a clone's doors into grpo_ba_kit (grpo_ba_kit/__init__.py)
+INSTALLED_NAMES = {"grpo_ba", "grpo_ba_args", "grpo_ba_kit"}
 
 
 def pyproject():
@@ -18,14 +24,60 @@ def requirement_lines(name):
         return sorted("".join(line.split("#")[0].split()) for line in f if line.split("#")[0].strip())
 
 
-def test_every_top_level_module_is_installed():
+def test_every_top_level_module_but_the_doors_is_installed():
     files = {name[:-3] for name in os.listdir(ROOT) if name.endswith(".py") and name not in ("setup.py", "conftest.py")}
-    assert sorted(pyproject()["tool"]["setuptools"]["py-modules"]) == sorted(files)
+    assert sorted(pyproject()["tool"]["setuptools"]["py-modules"]) == sorted(files - NOT_INSTALLED)
 
 
-def test_every_top_level_package_is_installed():
-    packages = {name for name in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, name, "__init__.py"))}
-    assert sorted(pyproject()["tool"]["setuptools"]["packages"]) == sorted(packages - NOT_INSTALLED)
+def test_every_package_of_grpo_ba_kit_is_installed_and_nothing_else():
+    packages = {os.path.relpath(folder, ROOT).replace(os.sep, ".") for folder, _, names in os.walk(ROOT)
+                if "__init__.py" in names and ".git" not in folder.split(os.sep)}
+    top = {p for p in packages if "." not in p and not p.startswith("tests")}
+    assert top - NOT_INSTALLED == {"grpo_ba_kit"}, top
+    assert sorted(pyproject()["tool"]["setuptools"]["packages"]) == sorted(p for p in packages
+                                                                          if p.startswith("grpo_ba_kit"))
+
+
+def installed_top_level_names(site_packages, dist_info):
+    """The import names a distribution put into site-packages, read from its RECORD."""
+    with open(os.path.join(site_packages, dist_info, "RECORD")) as f:
+        firsts = {line.split(",")[0].split("/")[0] for line in f if line.strip()}
+    return {name[:-3] if name.endswith(".py") else name for name in firsts
+            if not name.endswith((".dist-info", ".pth")) and name not in ("__pycache__", "..")}
+
+
+@pytest.mark.slow
+def test_installing_into_a_new_venv_adds_only_grpo_ba_names_and_works_outside_the_clone(tmp_path):
+    source = tmp_path / "source"                 # a copy, so the build leaves nothing in the checkout
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info", "__pycache__",
+                                                                ".hypothesis", ".pytest_cache", "notebooks"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    before = set(os.listdir(site))
+    done = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--quiet", str(source)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    dist_info = [name for name in set(os.listdir(site)) - before if name.endswith(".dist-info")]
+    assert [name.split("-")[0] for name in dist_info] == ["grpo_ba"], dist_info
+    assert installed_top_level_names(site, dist_info[0]) == INSTALLED_NAMES
+    # Outside the clone, with the installed files on the path (the dependencies come from this interpreter):
+    # the package, its shipped warm-up and the integrations' import load; the generic names do not exist.
+    code = ("import grpo_ba, grpo_ba_kit, grpo_ba_kit.integrations.trl_balanced as trl\n"
+            "from grpo_ba_kit.toy_tasks import designs\n"
+            "from grpo_ba_kit.verifier import verify\n"
+            "import os, importlib.util\n"
+            "path, _ = designs.shipped_warmup('demo', 20)\n"
+            "print(grpo_ba_kit.__file__.startswith(os.environ['SITE']), os.path.isfile(path), verify('\\\\boxed{7/2}', '3.5'),\n"
+            "      [n for n in ('analysis', 'plumbing', 'integrations', 'verifier', 'toy_tasks')\n"
+            "       if importlib.util.find_spec(n) is not None])\n")
+    env = {**os.environ, "PYTHONPATH": site, "SITE": site}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["True", "True", "1.0", "[]"], result.stdout
 
 
 @pytest.mark.parametrize("extra, requirements", [(None, "requirements.txt"), ("trl", "requirements-trl.txt"),

@@ -1,7 +1,15 @@
-"""Toy arithmetic tasks whose right and wrong answers differ in length (arithmetic.py), and
-the named designs of docs/toy-designs.md built on them, as grpo_ba.py flags (designs.py)."""
-from toy_tasks.arithmetic import (GAP_SIGNS, REGIMES, SLIP_STYLES, ToyWorld, VOCAB_CHARS, length_stats,
-                                  make_problems, warmup_corpus)
+"""toy_tasks -- the toy arithmetic world, seen from the top of a clone.
 
-__all__ = ["GAP_SIGNS", "REGIMES", "SLIP_STYLES", "ToyWorld", "VOCAB_CHARS", "length_stats", "make_problems",
-           "warmup_corpus"]
+    python -m toy_tasks                   # a few of the demo's problems, answered the corpus's ways
+    python -m toy_tasks --design loop-gap
+
+The code is grpo_ba_kit/toy_tasks/ (arithmetic.py: the world, worked examples in its
+docstring; designs.py: the named designs of docs/toy-designs.md). This package is not
+installed, so an install adds no name as common as `toy_tasks` (grpo_ba_kit/__init__.py);
+`import toy_tasks` from a clone gives the same objects as `import grpo_ba_kit.toy_tasks`.
+"""
+from grpo_ba_kit.toy_tasks import (GAP_SIGNS, REGIMES, SLIP_STYLES, VOCAB_CHARS, ToyWorld, designs,
+                                   length_stats, make_problems, warmup_corpus)
+
+__all__ = ["GAP_SIGNS", "REGIMES", "SLIP_STYLES", "VOCAB_CHARS", "ToyWorld", "designs",
+           "length_stats", "make_problems", "warmup_corpus"]
