@@ -67,6 +67,12 @@ def main(out_dir):
     rank = trainer.accelerator.process_index
     torch.save({"rank": rank, "world": trainer.accelerator.num_processes, **trainer.record, "grads": recorder.grads,
                 "logs": trainer.state.log_history}, os.path.join(out_dir, f"rank{rank}.pt"))
+    # Leave together and close gloo before the interpreter exits: a process group still
+    # open at exit can abort one rank in teardown ("terminate called without an active
+    # exception"), failing a run whose results are already saved.
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
