@@ -27,12 +27,12 @@ Choices where GRPO implementations disagree (docs/method.md §7; each pinned by 
     coefficients c_it = dJ/dl_it are taken once over whole groups, which makes
     micro-batching exact (the bug of verl issues 2776 and 7321 cannot happen).
  9. KL to a reference (k3 estimator) is off by default (beta = 0), as in DAPO / Dr. GRPO.
+10. The dual clip (--clip-ratio-c, verl's clip_ratio_c) is off by default, as in TRL.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
 import random
 import sys
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import torch
 
 from grpo_ba_args import (PRESETS, WARMUP_STEPS, Args, UsageError, check_args,  # noqa: F401
-                          given_flags, parse_args, resumed_args)
+                          given_flags, parse_args, resumed_args, run_command)
 from grpo_ba_kit.plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines
 from grpo_ba_kit.plumbing.training_run import TrainingRun, eval_progress
 from grpo_ba_kit.toy_tasks import length_stats
@@ -74,11 +74,22 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
 # 2. The clipped per-token term (docs/method.md §1)
 # =====================================================================================
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """KL_it = k3 estimator of KL(pi_theta || pi_ref) per token: exp(q) - q - 1,
-    q = ref_logp - logp.
-    Always >= 0, and 0 where the two policies agree."""
+    """KL_it = k3 estimate of KL(pi_theta || pi_ref) per token (docs/method.md §1):
+    exp(q) - q - 1, q = ref_logp - logp; >= 0, and 0 where the two policies agree."""
     q = ref_logp - logp
     return torch.exp(q) - q - 1
+
+
+def policy_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """rho_it = exp(logp_it - old_logp_it): (B, T), 1 where mask is 0 (choice 3)."""
+    return torch.exp(torch.where(mask.bool(), logp - old_logp, torch.zeros_like(logp)))
+
+
+def clipped_tokens(ratio, advantages, eps_low, eps_high, clip_ratio_c=None) -> torch.Tensor:
+    """(B, T) bool: the tokens whose l_it is clipped (no gradient), the dual clip's included."""
+    adv = advantages[:, None]
+    clipped = ((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low))
+    return clipped | ((adv < 0) & (ratio > clip_ratio_c)) if clip_ratio_c else clipped
 
 
 def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
@@ -91,13 +102,13 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
     logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,)  ->  per-token loss (B, T),
     exactly 0 where mask is 0.
 
-    Dual clip (clip_ratio_c = c > 1; None or 0: off), verl's (c = 3 there; arXiv 1912.09729):
-    for A_i < 0, l_it = min(l_it, -A_i c), so a negative token whose ratio grew past c adds at
-    most |A_i| c, with no gradient. The cap scales with A_i: BA by rescaled advantages holds.
+    Dual clip (docs/method.md §1 and choice 10; clip_ratio_c = c > 1, None or 0: off), verl's
+    (c = 3 there; arXiv 1912.09729): for A_i < 0, l_it = min(l_it, -A_i c), so a negative
+    token whose ratio grew past c adds at most |A_i| c, with no gradient. The cap scales with
+    A_i: BA by rescaled advantages holds.
     """
     mask = mask.bool()
-    # Zero masked log-ratios before exp: a padded position could otherwise give inf * 0 = NaN.
-    ratio = torch.exp(torch.where(mask, logp - old_logp, torch.zeros_like(logp)))     # (B, T)
+    ratio = policy_ratio(logp, old_logp, mask)                              # (B, T)
     adv = advantages.to(logp.dtype)[:, None]                                # (B, 1)
     loss = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
     if clip_ratio_c:
@@ -335,9 +346,8 @@ def update_statistics(loss, logp, old_logp, ref_logp, entropy, advantages, mask,
     pg_loss = J without its beta * KL part and the entropy, at the first inner update; the
     k3 KL to pi_ref (beta > 0) or to pi_old, at the last; the clipped tokens' fraction, mean
     over the mu updates. grpo_update divides the sums by the batch's number of tokens."""
-    ratio = torch.exp(torch.where(mask > 0, logp - old_logp, torch.zeros_like(logp)))   # rho_it
-    adv = advantages[:, None]
-    clipped = ((adv > 0) & (ratio > 1 + args.eps_high)) | ((adv < 0) & (ratio < 1 - args.eps_low))
+    ratio = policy_ratio(logp, old_logp, mask)                                      # rho_it
+    clipped = clipped_tokens(ratio, advantages, args.eps_low, args.eps_high, args.clip_ratio_c)
     kl = k3_kl(logp, old_logp if ref_logp is None else ref_logp) * mask
     first, last = inner == 0, inner == args.inner_updates - 1
     kl_part = args.beta * (coefficients * kl).sum().item() if ref_logp is not None else 0.0
@@ -521,7 +531,7 @@ def train(args: Args, log=print) -> str:
 def main(argv=None) -> int:
     """One run (--aggregator RULE), a run continued (--resume DIR), or by default the demo
     (--aggregator all): grpo_ba_kit/analysis/sweep.py trains the three rules, then draws figures."""
-    try:
+    def command():
         args = parse_args(argv)
         check_args(args)
         if args.resume:                            # its args.json, then the flags typed
@@ -533,17 +543,7 @@ def main(argv=None) -> int:
         else:
             default_dir = f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
             train(dataclasses.replace(args, output_dir=args.output_dir or default_dir))
-        return 0
-    except KeyboardInterrupt:
-        print("grpo_ba.py: interrupted", file=sys.stderr)
-        return 130
-    except (UsageError, OSError, json.JSONDecodeError) as err:
-        print(f"grpo_ba.py: error: {err}", file=sys.stderr)
-        return 2
-    except ValueError as err:                      # SetupError and bad toy settings
-        for line in str(err).splitlines() or [""]:  # a bad dataset: one line per kind of problem
-            print(f"grpo_ba.py: error: {line}", file=sys.stderr)
-        return 2
+    return run_command("grpo_ba.py", command)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shutil
+import sys
 import textwrap
 from dataclasses import dataclass, field
 
@@ -161,6 +162,21 @@ MOVED = {
 
 class UsageError(ValueError):
     """Bad input: reported as one line on stderr with exit code 2."""
+
+
+def run_command(prog: str, body, interrupted: str = "interrupted") -> int:
+    """Every command's exit: body()'s code (None: 0); 2 for what the user can mend (UsageError,
+    SetupError, RunError, bad JSON or toy settings, a missing file), each line of it printed
+    as `prog: error: ...` (a bad dataset: one line per kind of problem); 130 on Ctrl-C."""
+    try:
+        return body() or 0
+    except KeyboardInterrupt:
+        print(f"{prog}: {interrupted}", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as err:
+        for line in str(err).splitlines() or [""]:
+            print(f"{prog}: error: {line}", file=sys.stderr)
+        return 2
 
 
 # ------------------------------------------------------------------ the parser

@@ -104,6 +104,22 @@ def test_clipped_term_has_zero_gradient_outside_the_clip_range_on_the_clipped_si
     assert grad2.item() != 0.0
 
 
+@pytest.mark.parametrize("clip_ratio_c", [None, 3.0])
+def test_the_clipped_tokens_clip_frac_counts_are_exactly_those_with_no_gradient(clip_ratio_c):
+    """clip_frac's mask (clipped_tokens) against autograd through the clipped term, the dual
+    clip included: ratios from 0.1 to 10 on both signs of A."""
+    from grpo_ba import clipped_tokens, policy_ratio
+    log_ratio = torch.linspace(math.log(0.1), math.log(10.0), 41)
+    logp = torch.stack([log_ratio, log_ratio]).clone().requires_grad_(True)          # (2, 41)
+    advantages, old, mask = torch.tensor([1.5, -0.7]), torch.zeros(2, 41), torch.ones(2, 41)
+    loss = clipped_token_loss(logp, old, advantages, mask, 0.2, 0.28, clip_ratio_c=clip_ratio_c)
+    (grad,) = torch.autograd.grad(loss.sum(), logp)
+    clipped = clipped_tokens(policy_ratio(logp.detach(), old, mask), advantages, 0.2, 0.28, clip_ratio_c)
+    assert torch.equal(clipped, grad == 0)
+    beyond_c = log_ratio > math.log(3.0)                   # negative tokens past c: the dual clip's
+    assert clipped[1][beyond_c].all() == bool(clip_ratio_c) and beyond_c.any()
+
+
 def test_clip_higher_uses_eps_high_for_positive_advantages():
     logp = torch.full((1, 1), math.log(1.25))
     loss = clipped_token_loss(logp, torch.zeros(1, 1), torch.ones(1), torch.ones(1, 1), 0.2, 0.28)

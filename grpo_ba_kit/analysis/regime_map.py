@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 
 from grpo_ba_kit.analysis import paired_stats
-from grpo_ba_args import RULES, UsageError, arg, check_args, parse_command
+from grpo_ba_args import RULES, UsageError, arg, check_args, parse_command, run_command
 from grpo_ba_kit.plumbing import run_io
 from grpo_ba_kit.toy_tasks import ToyWorld, designs
 
@@ -352,7 +352,7 @@ def run_map(args, options: MapOptions, log=print) -> list[str]:
 
 
 def main(argv=None) -> int:
-    try:
+    def command():
         args, options = parse_command(argv, MapOptions, prog="python -m grpo_ba_kit.analysis.regime_map",
                                       description=__doc__.split("\n\n")[0])
         if args.model or args.resume or args.design in designs.DESIGNS:
@@ -362,12 +362,7 @@ def main(argv=None) -> int:
             raise UsageError("--seeds must be at least 1, --workers at least 0 (0: one per CPU core)")
         check_args(args)
         run_map(args, options)
-        return 0
-    except KeyboardInterrupt:
-        return 130
-    except (ValueError, OSError) as err:           # UsageError, RunError, bad toy settings
-        print(f"grpo_ba_kit.analysis.regime_map: error: {err}", file=sys.stderr)
-        return 2
+    return run_command("grpo_ba_kit.analysis.regime_map", command)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 
+from grpo_ba_args import run_command
 from grpo_ba_kit.analysis import plots, regime_map, toy_consequences
 
 
@@ -40,12 +41,9 @@ def main(argv=None) -> int:
     parser.add_argument("runs_dir", metavar="RUNS_DIR", help="runs under it, searched recursively")
     parser.add_argument("--figures-dir", default="", help="where figures go (default: RUNS_DIR)")
     options = parser.parse_args(argv)
-    try:
+    def command():
         report(options.runs_dir, options.figures_dir)
-        return 0
-    except (ValueError, OSError) as err:           # no runs there, a bad metrics line (RunError)
-        print(f"grpo_ba_kit.analysis.report: error: {err}", file=sys.stderr)
-        return 2
+    return run_command("grpo_ba_kit.analysis.report", command)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import grpo_ba
 from grpo_ba_kit.analysis import report
-from grpo_ba_args import UsageError, arg, check_args, parse_command
+from grpo_ba_args import UsageError, arg, check_args, parse_command, run_command
 from grpo_ba_kit.plumbing import run_io
 from grpo_ba_kit.toy_tasks import designs
 
@@ -110,7 +110,7 @@ def demo(args, log=print) -> str:
 
 
 def main(argv=None) -> int:
-    try:
+    def command():
         args, options = parse_command(argv, SweepOptions, description=__doc__.split("\n\n")[0],
                                       prog="python -m grpo_ba_kit.analysis.sweep")
         if args.resume:
@@ -128,17 +128,10 @@ def main(argv=None) -> int:
         if options.variant:                    # a part of a design: its report waits for the rest
             print(f"variant {options.variant} of design {args.design} done; when every variant is, "
                   f"`python -m grpo_ba_kit.analysis.report {base}` writes the report")
-            return 0
+            return
         report.report(base, options.figures_dir)
-        return 0
-    except KeyboardInterrupt:
-        print("grpo_ba_kit.analysis.sweep: interrupted; run the same command again to go on",
-              file=sys.stderr)
-        return 130
-    except (ValueError, OSError) as err:        # UsageError, RunError, SetupError, bad toy settings
-        for line in str(err).splitlines() or [""]:
-            print(f"grpo_ba_kit.analysis.sweep: error: {line}", file=sys.stderr)
-        return 2
+    return run_command("grpo_ba_kit.analysis.sweep", command,
+                       interrupted="interrupted; run the same command again to go on")
 
 
 if __name__ == "__main__":
