@@ -120,3 +120,16 @@ def test_a_resumed_run_drops_the_lines_of_the_steps_it_redoes(tmp_path):
     assert completions.keep_steps_before(path, 2) == 16
     assert {json.loads(line)["step"] for line in open(path)} == {0, 1}
     assert completions.keep_steps_before(str(tmp_path / "none.jsonl"), 2) == 0
+
+
+def test_a_torn_last_line_is_dropped_on_resume_and_a_bad_middle_line_is_refused(tmp_path):
+    path = write_completions(tmp_path / "c.jsonl")
+    with open(path, "a") as f:
+        f.write('{"prompt": "1+2=", "comple')               # a kill while appending
+    assert completions.keep_steps_before(path, 2) == 16
+    lines = open(path).read().splitlines()
+    lines.insert(3, "not json")
+    open(path, "w").write("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="line 4"):
+        completions.keep_steps_before(path, 2)
+    assert open(path).read().splitlines()[3] == "not json"   # refused: the file is untouched

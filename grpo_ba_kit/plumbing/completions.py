@@ -13,6 +13,8 @@ import json
 import math
 import os
 
+from grpo_ba_kit.plumbing import run_io
+
 
 def completion_rows(step: int, prompts, completions, rewards, lengths) -> list[dict]:
     """The lines of one step. prompts: one per group (P), groups contiguous;
@@ -39,14 +41,17 @@ def append_completions(path: str, step: int, prompts, completions, rewards, leng
     return len(rows)
 
 
+def lines_before(path: str, step: int) -> list[dict]:
+    """The lines of the steps before `step` ([] without a file), read as metrics.jsonl is:
+    a torn last line (a kill while appending) is dropped with a note, a bad one is a RunError."""
+    return [row for row in run_io.read_metrics(path) if row["step"] < step] if os.path.exists(path) else []
+
+
 def keep_steps_before(path: str, step: int) -> int:
     """A resumed run redoes the steps after its checkpoint: drop their lines (rewritten
     atomically), so no group appears twice. Returns the lines kept; no file, 0."""
     if not os.path.exists(path):
         return 0
-    with open(path) as f:
-        kept = [line for line in f if line.strip() and json.loads(line).get("step", -1) < step]
-    with open(path + ".tmp", "w") as f:
-        f.writelines(kept)
-    os.replace(path + ".tmp", path)
+    kept = lines_before(path, step)
+    run_io.write_jsonl(path, kept)
     return len(kept)

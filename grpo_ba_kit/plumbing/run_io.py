@@ -91,18 +91,12 @@ def record_start(run_dir: str, start_step: int, warmup: dict | None, provenance:
     """Append this start (or resume) of a run to run.json: the step it starts at, the
     machine variant, what else produced it (run_config.provenance: versions, commit,
     device) and the warm-up it starts from (None: a model loaded as it is)."""
-    path = os.path.join(run_dir, "run.json")
-    record = {"starts": []}
-    if start_step > 0 and os.path.exists(path):
-        with open(path) as f:
-            record = json.load(f)
+    record = read_run_record(run_dir) if start_step > 0 else {"starts": []}
     start = {"step": start_step, "machine": machine_variant(), "warmup": warmup}
     if provenance is not None:
         start["provenance"] = provenance
     record["starts"].append(start)
-    with open(path + ".tmp", "w") as f:
-        json.dump(record, f, indent=2)
-    os.replace(path + ".tmp", path)
+    write_atomic(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2))
 
 
 def read_run_record(run_dir: str) -> dict:
@@ -178,15 +172,20 @@ def _sync_directory(path: str):
         os.close(fd)
 
 
-def _write_metrics_file(path: str, metrics: list[dict]):
-    """Rewrite metrics.jsonl atomically: a kill here keeps the old file."""
+def write_atomic(path: str, text: str):
+    """Replace `path` by `text` atomically (temp file, sync, rename): a kill keeps the old file."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        f.writelines(_json_line(m) for m in metrics)
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
     _sync_directory(path)
+
+
+def write_jsonl(path: str, records: list[dict]):
+    """Rewrite a JSONL file (metrics.jsonl, completions.jsonl) atomically, a line per record."""
+    write_atomic(path, "".join(_json_line(r) for r in records))
 
 
 def read_metrics(path: str, log=_note) -> list[dict]:
@@ -226,10 +225,7 @@ def read_args(run_dir: str) -> dict:
 
 
 def write_args(run_dir: str, args: dict):
-    path = os.path.join(run_dir, "args.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(args, f, indent=2)
-    os.replace(path + ".tmp", path)
+    write_atomic(os.path.join(run_dir, "args.json"), json.dumps(args, indent=2))
 
 
 # Flags that change where or how fast a run runs, or what it prints, but not what it
@@ -237,7 +233,6 @@ def write_args(run_dir: str, args: dict):
 MACHINE_FLAGS = ("threads", "device", "cache_dir", "micro_batch_size", "gradient_checkpointing",
                  "attn_implementation", "rollout_engine", "log_every", "save_every", "report_to",
                  "completions")      # and what a run reports: never what it computes
-NOT_WITH_RESUME = ("sweep", "seeds", "plot_only", "figures_dir")
 
 
 def _flag(name: str) -> str:
@@ -254,11 +249,9 @@ def resumed_args(run_dir: str, given: dict, defaults: dict) -> dict:
     if unknown:
         raise RunError(f"{os.path.join(run_dir, 'args.json')}: unknown setting {unknown[0]!r} "
                        f"(written by another version of grpo_ba.py?)")
-    merged = {**defaults, **saved, "resume": run_dir, "output_dir": run_dir, "sweep": False, "plot_only": ""}
+    merged = {**defaults, **saved, "resume": run_dir, "output_dir": run_dir}
     for name, value in given.items():
         flag = _flag(name)
-        if name in NOT_WITH_RESUME:
-            raise RunError(f"{flag} cannot be combined with --resume (a resumed run is one run)")
         if name == "output_dir":
             if os.path.abspath(value) != os.path.abspath(run_dir):
                 raise RunError(f"{flag} {value}: a resumed run writes into its own directory {run_dir!r}")
@@ -406,7 +399,7 @@ def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=
         raise RunError(f"{path}: cannot be loaded into this run ({_first_line(err)})") from None
     if state.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
-    _write_metrics_file(metrics_path, kept)
+    write_jsonl(metrics_path, kept)
     return start
 
 
@@ -426,7 +419,7 @@ def repair_metrics(out: str, log=_note) -> list[dict]:
         raise RunError(f"{ckpt_path}: not a grpo_ba checkpoint")
     repaired = _restore_from_checkpoint(metrics, state, metrics_path, ckpt_path, log)
     if len(repaired) != len(metrics):
-        _write_metrics_file(metrics_path, repaired)
+        write_jsonl(metrics_path, repaired)
     return repaired
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import signal
 import threading
@@ -59,8 +58,11 @@ class TrainingRun:
         passes before the directory changes). -> args computing in a dtype this device
         supports (args.json keeps the dtype requested)."""
         args, out = self.args, run_io.prepare_output_dir(self.out)   # after the data checks
-        start = 0
+        start, kept_completions = 0, []          # a resumed run redoes the steps from `start`
         if args.resume:
+            if args.completions:                 # read (and checked) before anything changes
+                kept_completions = completions.lines_before(self.completions_path,
+                                                            self.saved["step"] + 1)
             start = run_io.restore_checkpoint(self.saved, self.checkpoint_path, policy, optimizer,
                                               self.metrics_path, args.steps, self.log)
             self.saved = None
@@ -69,19 +71,18 @@ class TrainingRun:
                      f"{out} has finished its {args.steps} steps; extend it with "
                      f"--resume {out} --steps {args.steps + 100}")
         else:
-            with open(os.path.join(out, "args.json"), "w") as f:
-                json.dump(dataclasses.asdict(args), f, indent=2)
+            run_io.write_args(out, dataclasses.asdict(args))
             if task.data_report is not None:           # rows read, used, left out and why
                 task.data_report.save(os.path.join(out, "data_report.json"))
             open(self.metrics_path, "w").close()
         # run.json: the machine, the provenance (versions, commit, device), the warm-up
         run_config.write_provenance(out, self.device, start, task.warmup)
-        if args.completions:                   # a resumed run redoes the steps from `start`
-            completions.keep_steps_before(self.completions_path, start)
+        if args.completions:
+            run_io.write_jsonl(self.completions_path, kept_completions)
             self.on_rollout = self._write_completions
         self.reporter = report_to.open(args.report_to, out, dataclasses.asdict(args), start)
         dtype = run_io.autocast_dtype(self.device.type, args.dtype, self.log)
-        self.args = dataclasses.replace(args, dtype=dtype)
+        self.args, self.requested_dtype = dataclasses.replace(args, dtype=dtype), args.dtype
         self.start, self.policy, self.tokenizer = start, policy, tokenizer
         return self.args
 
@@ -155,8 +156,7 @@ class TrainingRun:
     def export(self, policy) -> str:
         """RUN_DIR/model: the policy in Hugging Face format (a PEFT adapter under LoRA),
         its tokenizer and a model card saying what trained it (grpo_ba_kit/plumbing/export.py)."""
-        saved = dataclasses.asdict(self.args)
-        saved["dtype"] = run_io.read_args(self.out).get("dtype", saved["dtype"])
+        saved = dataclasses.asdict(dataclasses.replace(self.args, dtype=self.requested_dtype))
         card = export.run_card(saved, run_io.read_metrics(self.metrics_path, self.log),
                                command=f"python grpo_ba.py --config {self.out}/args.json")
         return export.save_policy(policy, self.tokenizer, os.path.join(self.out, "model"), card)
