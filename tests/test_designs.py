@@ -206,6 +206,7 @@ def test_the_report_refuses_a_missing_extra_duplicated_foreign_or_unfinished_run
     assert words in str(refused.value)
     assert report.main([str(tmp_path)]) == 2          # and the report is written from none of them
     assert not (tmp_path / "consequences.md").exists()
+    assert not (tmp_path / "table.md").exists()      # not even the plain tables: checked before drawing
 
 
 def test_a_claim_holds_only_if_the_pooled_interval_excludes_0_and_both_variants_agree(tmp_path):
@@ -329,3 +330,19 @@ def test_the_last_evaluation_measures_the_policy_after_the_last_update(tmp_path,
     policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
     policy.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
     assert real_evaluate(policy, tokenizer, task, task.heldout[:8], args) == lines[-1]["accuracy"]
+
+
+def test_a_run_that_lost_its_final_evaluation_is_unfinished_for_the_sweep_as_for_the_report(tmp_path):
+    """Every step logged but not the evaluation after the last update (a kill between the
+    two lines): the sweep must not skip as finished a run the design's report refuses."""
+    from grpo_ba_kit.plumbing import run_io
+    run = _design_run(tmp_path, "loop-gap", "token", 30, [0.4, 0.5, 0.6])
+    steps = json.loads((run / "args.json").read_text())["steps"]
+    every_step = "".join(json.dumps({"step": s, "accuracy": 0.5}) + "\n" for s in range(steps))
+    final = json.dumps({"step": steps, "final_evaluation": True, "accuracy": 0.6}) + "\n"
+    (run / "metrics.jsonl").write_text(every_step + final)
+    assert run_io.run_status(str(run), steps) == "finished"
+    (run / "metrics.jsonl").write_text(every_step)
+    assert run_io.run_status(str(run), steps) == "train"          # no checkpoint here: trained again
+    (run / "run.json").unlink()                                    # a run from before final evaluations
+    assert run_io.run_status(str(run), steps) == "finished"

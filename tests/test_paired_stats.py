@@ -65,3 +65,14 @@ def test_paired_table_names_the_seed_count_and_marks_intervals():
     assert rows[0]["mean"] == pytest.approx(0.3 - 0.01 * 2) and rows[0]["excludes_zero"]
     table = paired_table(runs)
     assert "5 seeds" in table and "| yes |" in table
+
+
+def test_float_noise_around_an_identity_is_a_tie_in_every_table():
+    """Sequence's and balanced's weight shares are both 1/2 by formula; float32 leaves
+    differences of ~1e-8 with a tiny interval, which must not read as a difference."""
+    a = [0.5] * 6
+    b = [0.5 + 1e-8 * (1 + i % 2) for i in range(6)]
+    noise = paired_difference(a, b)
+    assert noise["high"] < 0 and not noise["excludes_zero"]
+    real = paired_difference([0.6, 0.61, 0.62], [0.5, 0.5, 0.51])
+    assert real["excludes_zero"]

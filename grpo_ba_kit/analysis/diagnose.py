@@ -147,18 +147,19 @@ def _batch(path: str, rows, what: str = ""):
     return rewards, lengths, size
 
 
-def read_rollouts(path: str):
+def read_rollouts(path: str, rows=None):
     """-> rewards (B,), lengths (B,), G, with each group's rows contiguous (groups in
     order of first appearance, rows in file order). Refuses, naming the line, anything
-    that is not one {"group", "reward", "length"} object per line or groups of unequal size."""
-    return _batch(path, _read_lines(path))
+    that is not one {"group", "reward", "length"} object per line or groups of unequal size.
+    `rows`: the file's lines as _read_lines returns them, when already read."""
+    return _batch(path, _read_lines(path) if rows is None else rows)
 
 
-def read_steps(path: str) -> dict[int, tuple]:
+def read_steps(path: str, rows=None) -> dict[int, tuple]:
     """{step: (rewards, lengths, G)}, each step's lines as one batch, steps in increasing
     order; {} when no line carries `step`. Lines with and without `step`, or one group
-    spread over several steps, are refused naming the line."""
-    rows = _read_lines(path)
+    spread over several steps, are refused naming the line. `rows`: as read_rollouts'."""
+    rows = _read_lines(path) if rows is None else rows
     with_step = [row for row in rows if row[4] is not None]
     if not with_step:
         return {}
@@ -178,20 +179,20 @@ def read_steps(path: str) -> dict[int, tuple]:
     return {step: _batch(path, by_step[step], f" in step {step}") for step in sorted(by_step)}
 
 
-def diagnose_steps(path: str, adv_scale: str = "std") -> list[dict]:
+def diagnose_steps(path: str, adv_scale: str = "std", rows=None) -> list[dict]:
     """One row per step (empty without steps): the step, its bias metrics (each rule's
     positive share, the token rule's loss at ratio 1) and its regime (Lbar+, Lbar-, gap)."""
     out = []
-    for step, (rewards, lengths, group_size) in read_steps(path).items():
+    for step, (rewards, lengths, group_size) in read_steps(path, rows).items():
         advantages = group_advantages(rewards, group_size, adv_scale)
         out.append({"step": step, "n_groups": rewards.numel() // group_size, "group_size": group_size,
                     **bias_metrics(advantages, lengths, group_size), **regime_stats(advantages, lengths)})
     return out
 
 
-def diagnose(path: str, adv_scale: str = "std") -> dict:
+def diagnose(path: str, adv_scale: str = "std", rows=None) -> dict:
     """The whole file as one batch: advantages, regime statistics and bias metrics."""
-    rewards, lengths, group_size = read_rollouts(path)
+    rewards, lengths, group_size = read_rollouts(path, rows)
     advantages = group_advantages(rewards, group_size, adv_scale)                         # (B,)
     no_signal = (advantages.view(-1, group_size) == 0).all(dim=1)                          # (P,)
     mask = mask_from_lengths(lengths)                                                      # (B, T)
@@ -274,12 +275,13 @@ def plot_steps(steps: list[dict], png: str, title: str = "") -> str:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
+    from grpo_ba_kit.analysis.plots import COLORS   # each rule's colour in every figure
     x = [s["step"] for s in steps]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True, height_ratios=(3, 2))
     styles = {"token": "-", "sequence": "--", "balanced": ":"}     # sequence and balanced often coincide at 0.5
     for rule in AGGREGATORS:
         top.plot(x, [s[f"pos_share_{rule}"] for s in steps], styles.get(rule, "-"), marker="o", markersize=3,
-                 linewidth=1.8, label=rule)
+                 linewidth=1.8, label=rule, color=COLORS[rule])
     top.axhline(0.5, color="grey", linewidth=0.8, linestyle="--")
     top.set_ylabel("share of gradient weight\non positive responses")
     top.set_ylim(0, 1)
@@ -302,8 +304,9 @@ def plot_steps(steps: list[dict], png: str, title: str = "") -> str:
 def run(path: str, adv_scale: str = "std", out=print, figure: str | None = None) -> dict:
     """`python -m grpo_ba_kit.analysis.diagnose PATH`: print the report; its last line is one JSON
     object. Lines with `step` first get the step-by-step table (and `figure`, a PNG)."""
-    summary = diagnose(path, adv_scale)
-    steps = diagnose_steps(path, adv_scale)
+    rows = _read_lines(path)                       # parsed and checked once: the file can be large
+    summary = diagnose(path, adv_scale, rows)
+    steps = diagnose_steps(path, adv_scale, rows)
     if figure and not steps:
         raise RolloutsError(f"{path}: --figure plots the bias per step, and no line has a 'step'")
     if steps:

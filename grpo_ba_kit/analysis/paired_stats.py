@@ -51,11 +51,16 @@ def t_critical(df: int, level: float = 0.95) -> float:
     return (low + high) / 2
 
 
+# |mean difference| below this is float noise around an identity, never a difference
+# (sequence's and balanced's weight shares are both 1/2 by formula; they differ by ~1e-8).
+EXACT_TIE = 1e-6
+
+
 def paired_difference(a: list[float], b: list[float], level: float = 0.95) -> dict:
     """Mean of a_s - b_s over paired seeds with its Student t interval.
 
     Returns {"n", "mean", "low", "high", "excludes_zero"}; low/high are None (and
-    excludes_zero False) with fewer than 2 pairs."""
+    excludes_zero False) with fewer than 2 pairs; an exact tie (EXACT_TIE) excludes nothing."""
     if len(a) != len(b) or not a:
         raise ValueError(f"paired values need equal, non-zero counts (got {len(a)} and {len(b)})")
     diffs = [x - y for x, y in zip(a, b)]
@@ -65,7 +70,7 @@ def paired_difference(a: list[float], b: list[float], level: float = 0.95) -> di
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
     half = t_critical(n - 1, level) * sd / math.sqrt(n)
     return {"n": n, "mean": mean, "low": mean - half, "high": mean + half,
-            "excludes_zero": mean - half > 0 or mean + half < 0}
+            "excludes_zero": abs(mean) >= EXACT_TIE and (mean - half > 0 or mean + half < 0)}
 
 
 # ------------------------------------------------------------------ per-run numbers
@@ -132,7 +137,7 @@ METRICS = [("last_acc", "last held-out acc", last_accuracy),
 def load_seed_runs(runs_dir: str) -> dict:
     """{(regime, rule): {seed: metrics}} from every run under runs_dir."""
     runs = {}
-    for args, metrics in run_io.saved_runs(runs_dir):
+    for _, args, metrics in run_io.saved_runs(runs_dir):
         runs.setdefault((run_io.run_label(args), args["aggregator"]), {})[args["seed"]] = metrics   # regime or model
     return runs
 

@@ -120,7 +120,7 @@ def analytic_figures(out_dir):
 def load_runs(runs_dir):
     """{(regime, rule): [metrics of each seed]} from every run under runs_dir."""
     runs = {}
-    for args, metrics in run_io.saved_runs(runs_dir):    # a torn last line is dropped, with a note
+    for _, args, metrics in run_io.saved_runs(runs_dir):    # a torn last line is dropped, with a note
         runs.setdefault((run_io.run_label(args), args["aggregator"]), []).append(metrics)   # regime or model
     return runs
 

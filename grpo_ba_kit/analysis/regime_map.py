@@ -124,7 +124,7 @@ def cell_summary(runs_by_rule: dict) -> dict:
 def load_cells(runs_dir: str) -> dict:
     """{Cell: {rule: {seed: metrics}}} from every run under runs_dir."""
     cells = {}
-    for args, metrics in run_io.saved_runs(runs_dir):
+    for _, args, metrics in run_io.saved_runs(runs_dir):
         cell = Cell(args["gap_size"], args.get("spread_size", 0))
         cells.setdefault(cell, {}).setdefault(args["aggregator"], {})[args["seed"]] = metrics
     return cells

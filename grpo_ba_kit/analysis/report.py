@@ -27,11 +27,13 @@ def report(runs_dir: str, figures_dir: str = "", log=print, seeds=None) -> str:
     if os.path.exists(os.path.join(runs_dir, regime_map.INDEX_FILE)):
         regime_map.report(runs_dir, figures_dir or None, log)
         return ""
-    plots.report(runs_dir, figures_dir or None, log)
     design = toy_consequences.saved_design(runs_dir)     # a design's runs: its paired report too
+    # exactly the design's registered runs, checked before anything is drawn from them
+    checked = toy_consequences.design_runs(runs_dir, design, seeds) if design else None
+    plots.report(runs_dir, figures_dir or None, log)
     if design:
         toy_consequences.report(runs_dir, figures_dir or runs_dir, title=f"Design {design}:",
-                                log=log, seeds=seeds)
+                                log=log, seeds=seeds, checked=checked)
     return design
 
 

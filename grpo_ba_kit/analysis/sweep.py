@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
 import grpo_ba
 from grpo_ba_kit.analysis import report
-from grpo_ba_args import UsageError, arg, check_args, parse_command, run_command
+from grpo_ba_args import RULES, UsageError, arg, check_args, parse_command, run_command
 from grpo_ba_kit.plumbing import run_io
 from grpo_ba_kit.toy_tasks import designs
 
@@ -44,8 +45,8 @@ def run_demo(args, log=print) -> str:
     else:                                # a design's demo is seed 0 of its sweep, in the same place
         named = args.design in designs.DESIGNS and args.design != designs.DEMO
         base = args.output_dir or (f"runs/{args.design}" if named else "runs/demo")
-    progress = Progress(len(grpo_ba.AGGREGATORS), log)
-    for rule in grpo_ba.AGGREGATORS:
+    progress = Progress(len(RULES), log)
+    for rule in RULES:
         out = os.path.join(base, f"{label}-{rule}-s{args.seed}")
         progress.next(out)
         grpo_ba.train(dataclasses.replace(args, aggregator=rule, output_dir=out), log)
@@ -76,15 +77,14 @@ class Progress:
 def run_sweep(args, seeds: int = 5, log=print, variant: str = "") -> str:
     """Both regimes x three rules x `seeds` seeds, one run after another, or with --design
     that design's registered seeds x three rules (only those of machine `variant` if given),
-    a process each (grpo_ba_kit/analysis/toy_consequences.py); returns the sweep's directory."""
+    a process each (run_design); returns the sweep's directory."""
     if args.design in designs.DESIGNS:            # each seed on its machine variant, a process each
-        from grpo_ba_kit.analysis import toy_consequences
-        return toy_consequences.run_design(args, log, variant)
+        return run_design(args, log, variant)
     base = args.output_dir or "runs/sweep"
     plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(seeds)]
-    progress = Progress(len(plan) * len(grpo_ba.AGGREGATORS), log)
+    progress = Progress(len(plan) * len(RULES), log)
     for regime, seed in plan:
-        for rule in grpo_ba.AGGREGATORS:
+        for rule in RULES:
             out = os.path.join(base, f"{regime}-{rule}-s{seed}")
             status = run_io.run_status(out, args.steps, log)       # restores lines a power cut lost
             if status == "finished":
@@ -106,6 +106,53 @@ def demo(args, log=print) -> str:
         log(f"One seed ranks nothing: `python -m grpo_ba_kit.analysis.sweep --design {design}` "
             f"trains its {len(designs.registered_seeds(design))} seeds and compares the rules "
             f"paired (docs/toy-designs.md).")
+    return base
+
+
+# Flags a design's run may set apart from the design's: where and how fast it ran, not what it is.
+NOT_DESIGN = {"aggregator", "seed", "output_dir", "cache_dir", "threads", "resume", "device",
+              "log_every", "save_every", "warmup_from_scratch", "design"}
+
+
+def run_design(args, log=print, variant: str = "") -> str:
+    """`python -m grpo_ba_kit.analysis.sweep --design NAME`: the design's registered seeds x
+    three rules, each run in a process of its own on its seed's machine variant (the kernels
+    must be chosen before torch loads); finished runs are skipped, stopped ones resumed.
+    Returns the runs' folder."""
+    name, base = args.design, args.output_dir or f"runs/{args.design}"
+    defaults = grpo_ba.parse_args(["--design", name])
+    passed = []                          # flags typed apart from the design's (the report names)
+    for field in dataclasses.fields(args):
+        value = getattr(args, field.name)
+        if field.name not in NOT_DESIGN and value != getattr(defaults, field.name):
+            values = map(str, value) if isinstance(value, tuple) else [str(value)]
+            passed += [f"--{field.name.replace('_', '-')}", *values]
+    plan = [(seed, v, rule) for seed, v in designs.registered_seeds(name) for rule in RULES
+            if not variant or v == variant]
+    progress = Progress(len(plan), log)
+    for seed, v, rule in plan:
+        out = os.path.join(base, f"{args.regime}-{rule}-s{seed}")
+        status = run_io.run_status(out, args.steps, log)
+        progress.next(f"design {name}, seed {seed} ({v}), {rule}: {out}",
+                      skipped=status == "finished")
+        if status == "finished":
+            continue
+        env = {key: value for key, value in os.environ.items() if key != "ATEN_CPU_CAPABILITY"}
+        if designs.VARIANTS[v]["cpu_capability"]:
+            env["ATEN_CPU_CAPABILITY"] = designs.VARIANTS[v]["cpu_capability"]
+        command = [sys.executable, os.path.abspath(grpo_ba.__file__), "--design", name,
+                   "--aggregator", rule, "--seed", str(seed),
+                   "--threads", str(designs.VARIANTS[v]["threads"]),
+                   "--cache-dir", args.cache_dir, "--output-dir", out, *passed]
+        if status == "resume":
+            command += ["--resume", out]
+        returncode = subprocess.run(command, env=env).returncode
+        if returncode == 130:            # Ctrl-C: the run saved a checkpoint; a new sweep resumes
+            raise KeyboardInterrupt
+        if returncode != 0:
+            raise ValueError(f"design {name}: the run {out} failed "
+                             f"(its command: {' '.join(command)})")
+        progress.done()
     return base
 
 

@@ -15,12 +15,12 @@ writes them (that command also writes this report).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import glob
 import math
 import os
 
+from grpo_ba_args import RULES
 from grpo_ba_kit.analysis import paired_stats
+from grpo_ba_kit.plumbing import run_io
 from grpo_ba_kit.toy_tasks import designs
 from grpo_ba_kit.toy_tasks.designs import DESIGNS
 
@@ -92,14 +92,13 @@ def tail_accuracy(metrics: list[dict], last: int = 5) -> float:
 def _late_mean(key: str, last: int = 10):
     """Mean of a per-step metric over the last `last` training steps (the mechanism's end)."""
     def late(metrics: list[dict]) -> float:
-        from grpo_ba_kit.plumbing.run_io import step_lines
-        return paired_stats.mean_finite([m.get(key) for m in step_lines(metrics)[0]][-last:])
+        return paired_stats.mean_finite([m.get(key) for m in run_io.step_lines(metrics)[0]][-last:])
     return late
 
 
 def _run_mean(key: str):
     def whole(metrics: list[dict]) -> float:
-        return paired_stats.mean_finite(m.get(key) for m in metrics)
+        return paired_stats.mean_finite(m.get(key) for m in run_io.step_lines(metrics)[0])
     return whole
 
 
@@ -112,43 +111,36 @@ METRICS = [("last_acc", "last held-out acc", last_accuracy),
            ("late_len_right", "right-answer length, last 10 steps", _late_mean("len_right")),
            ("late_len_wrong", "wrong-answer length, last 10 steps", _late_mean("len_wrong")),
            ("pos_share", "weight share on right answers, run mean", _run_mean("pos_share"))]
-RULES = ("token", "sequence", "balanced")
 
 
 # ------------------------------------------------------------------ a design's runs: all of them, no others
 
-# Flags a run may set apart from its design's: where and how fast it ran, not what it is.
-NOT_DESIGN = {"aggregator", "seed", "output_dir", "cache_dir", "threads", "resume", "sweep", "variant", "plot_only",
-              "figures_dir", "device", "log_every", "save_every", "warmup_from_scratch", "design"}
-
-
-def _run_problems(name: str, args: dict, metrics: list[dict], record: dict, settings: bool = True) -> list[str]:
+def _run_problems(name: str, run_dir: str, args: dict, metrics: list[dict], record: dict,
+                  settings: bool = True) -> list[str]:
     """Why one run cannot stand for (its rule, its seed) of design `name` ([] if it can).
-    settings=False: only whether it finished (a demo may change the design's flags)."""
+    settings=False: only whether it finished (a demo may change the design's flags and machine)."""
     problems = []
-    differing = sorted(k for k, v in designs.design_flags(name).items()
-                       if settings and k != "seed" and args.get(k) != v)
+    flags = designs.design_flags(name)
+    differing = sorted(k for k, v in flags.items() if settings and k != "seed" and args.get(k) != v)
     if differing:
         problems.append("not this design's settings (" + ", ".join(f"--{k.replace('_', '-')} {args.get(k)} "
-                                                                    f"where the design has {designs.design_flags(name)[k]}"
+                                                                    f"where the design has {flags[k]}"
                                                                     for k in differing) + ")")
-    from grpo_ba_kit.plumbing.run_io import step_lines
-    final = step_lines(metrics)[1]
-    if not final or final[-1]["step"] != args.get("steps") or metrics[-1] is not final[-1]:
-        problems.append(f"unfinished: no evaluation after its last update (step {args.get('steps')}) as its last line")
-    variant = designs.VARIANTS.get(designs.variant_of(name, args.get("seed"))) if settings else None
+    if not run_io.is_finished(run_dir, metrics, args.get("steps")):
+        problems.append(f"unfinished: no evaluation after its last update (step {args.get('steps')})")
+    if not settings:
+        return problems
+    variant_name = designs.variant_of(name, args.get("seed"))
+    variant = designs.VARIANTS[variant_name]
     for start in record.get("starts", []) or [{}]:
         machine = start.get("machine")
-        if variant is None:
-            break
         if machine is None:
             problems.append("no machine record (run.json): trained before runs recorded their machine")
             break
         if machine["threads"] != variant["threads"] or machine["aten_cpu_capability"].lower() != variant["cpu_capability"]:
             problems.append(f"ran on threads {machine['threads']}, ATEN_CPU_CAPABILITY "
                             f"'{machine['aten_cpu_capability']}' where its seed's variant "
-                            f"{designs.variant_of(name, args.get('seed'))} asks {variant['threads']} and "
-                            f"'{variant['cpu_capability']}'")
+                            f"{variant_name} asks {variant['threads']} and '{variant['cpu_capability']}'")
             break
     return problems
 
@@ -159,7 +151,6 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
     the design's settings. Anything missing, extra, duplicated or off is a ValueError
     that names every such run, so a report can never be drawn from a chosen subset.
     `seeds`: expect only these registered seeds (the one-seed demo), not all of them."""
-    from grpo_ba_kit.plumbing import run_io
     registered = {seed for seed, _ in designs.registered_seeds(name)}
     if seeds is not None:
         if not set(seeds) <= registered:
@@ -167,9 +158,7 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
                              f"(seeds {sorted(registered)})")
         registered = set(seeds)
     found, problems = {}, []
-    for args_path in sorted(glob.glob(os.path.join(runs_dir, "**", "args.json"), recursive=True)):
-        run_dir = os.path.dirname(args_path)
-        args = run_io.read_args(run_dir)
+    for run_dir, args in run_io.saved_args(runs_dir):
         key = (args.get("aggregator"), args.get("seed"))
         metrics = run_io.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
         record = run_io.read_run_record(run_dir)
@@ -183,7 +172,8 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
             problems.append(f"{run_dir}: extra: (rule {key[0]}, seed {key[1]}) is not registered for {name} "
                             f"(seeds {sorted(registered)})")
         else:
-            problems += [f"{run_dir}: {p}" for p in _run_problems(name, args, metrics, record, settings=seeds is None)]
+            problems += [f"{run_dir}: {p}" for p in _run_problems(name, run_dir, args, metrics, record,
+                                                                   settings=seeds is None)]
     missing = [(rule, seed) for seed in sorted(registered) for rule in RULES if (rule, seed) not in found]
     if missing:
         problems.append(f"missing under {runs_dir}: " + ", ".join(f"{r} seed {s}" for r, s in missing)
@@ -194,63 +184,14 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
     return by_rule, {seed: found[("token", seed)][2] for seed in sorted(registered)}
 
 
-def run_design(args, log=print, variant: str = "") -> str:
-    """`python -m grpo_ba_kit.analysis.sweep --design NAME`: the design's registered seeds x three
-    rules, each run in a process of its own on its seed's machine variant (the kernels
-    must be chosen before torch loads); finished runs are skipped, stopped ones resumed.
-    Returns the runs' folder."""
-    import subprocess
-    import sys
-    import time
-
-    import grpo_ba
-    from grpo_ba_kit.plumbing import run_io
-    name, base, only = args.design, args.output_dir or f"runs/{args.design}", variant
-    defaults = grpo_ba.parse_args(["--design", name])
-    passed = []                                    # flags typed apart from the design's (the report will name them)
-    for field in dataclasses.fields(args):
-        value = getattr(args, field.name)
-        if field.name not in NOT_DESIGN | {"seeds", "steps"} and value != getattr(defaults, field.name):
-            passed += [f"--{field.name.replace('_', '-')}", *(map(str, value) if isinstance(value, tuple) else [str(value)])]
-    if args.steps != defaults.steps:
-        passed += ["--steps", str(args.steps)]
-    plan = [(seed, variant, rule) for seed, variant in designs.registered_seeds(name) for rule in RULES
-            if not only or variant == only]
-    started = time.time()
-    for done, (seed, variant, rule) in enumerate(plan):
-        out = os.path.join(base, f"{args.regime}-{rule}-s{seed}")
-        status = run_io.run_status(out, args.steps, log)
-        eta = (time.time() - started) / done * (len(plan) - done) if done else float("nan")
-        log(f"[{done + 1}/{len(plan)}] design {name}, seed {seed} ({variant}), {rule}: {status}"
-            + (f"; {time.time() - started:.0f} s so far, about {eta / 60:.0f} min left" if done else ""))
-        if status == "finished":
-            continue
-        env = dict(os.environ)
-        env.pop("ATEN_CPU_CAPABILITY", None)
-        if designs.VARIANTS[variant]["cpu_capability"]:
-            env["ATEN_CPU_CAPABILITY"] = designs.VARIANTS[variant]["cpu_capability"]
-        command = [sys.executable, os.path.abspath(grpo_ba.__file__), "--design", name, "--aggregator", rule,
-                   "--seed", str(seed), "--threads", str(designs.VARIANTS[variant]["threads"]),
-                   "--cache-dir", args.cache_dir, "--output-dir", out, *passed]
-        if status == "resume":
-            command += ["--resume", out]
-        returncode = subprocess.run(command, env=env).returncode
-        if returncode == 130:                      # Ctrl-C: the run saved a checkpoint; the next sweep resumes it
-            raise KeyboardInterrupt
-        if returncode != 0:
-            raise ValueError(f"design {name}: the run {out} failed (its command: {' '.join(command)})")
-    return base
-
-
 # ------------------------------------------------------------------ runs -> tables
 
 def load(runs_dir: str, finished_only: bool = True) -> dict:
     """{rule: {seed: metrics}} of every run under runs_dir (one design); a run still going
-    (fewer logged steps than its --steps) is left out unless finished_only is False."""
-    from grpo_ba_kit.plumbing import run_io
+    (run_io.is_finished) is left out unless finished_only is False."""
     by_rule = {}
-    for args, metrics in run_io.saved_runs(runs_dir):
-        if finished_only and len(metrics) < args["steps"]:
+    for run_dir, args, metrics in run_io.saved_runs(runs_dir):
+        if finished_only and not run_io.is_finished(run_dir, metrics, args["steps"]):
             continue
         by_rule.setdefault(args["aggregator"], {})[args["seed"]] = metrics
     return by_rule
@@ -259,8 +200,7 @@ def load(runs_dir: str, finished_only: bool = True) -> dict:
 def saved_design(runs_dir: str) -> str:
     """The named design the runs under runs_dir were trained with ('' if none); runs of
     several named designs in one folder are a ValueError (no report mixes designs)."""
-    from grpo_ba_kit.plumbing import run_io
-    names = sorted({args.get("design") for args, _ in run_io.saved_runs(runs_dir)} & set(DESIGNS))
+    names = sorted({args.get("design") for _, args in run_io.saved_args(runs_dir)} & set(DESIGNS))
     if len(names) > 1:
         raise ValueError(f"{runs_dir} holds runs of several designs ({', '.join(names)}): one folder per design")
     return names[0] if names else ""
@@ -314,8 +254,7 @@ def claim_rows(name: str, by_rule: dict) -> list[dict]:
             diffs = [fn(by_rule[rule_a][s]) - fn(by_rule[rule_b][s]) for s in seeds]
             by_variant[variant] = sum(diffs) / len(diffs)
         same_sign = all(math.copysign(1, v) == math.copysign(1, row["mean"]) and v != 0 for v in by_variant.values())
-        exact_tie = abs(row["mean"]) < 1e-6        # float32 noise around an identity: sequence and balanced give 1/2
-        rows.append({**row, "by_variant": by_variant, "holds": bool(row["excludes_zero"] and same_sign and not exact_tie)})
+        rows.append({**row, "by_variant": by_variant, "holds": bool(row["excludes_zero"] and same_sign)})
     return rows
 
 
@@ -398,14 +337,16 @@ def mechanism_figure(by_rule: dict, path: str, title: str = ""):
     plots.plt.close(fig)
 
 
-def report(runs_dir: str, out: str, figure: str = "", title: str = "", log=print, seeds=None) -> str:
+def report(runs_dir: str, out: str, figure: str = "", title: str = "", log=print, seeds=None,
+           checked=None) -> str:
     """consequences.md (step 0, per rule, paired) and the mechanism figure of one design's
     runs; returns the report's text. `seeds`: the runs are only these seeds of the design
-    (the demo's one seed): checked the same way, and no claim is made from them."""
+    (the demo's one seed): checked the same way, and no claim is made from them.
+    `checked`: design_runs' result when the caller has already checked the runs."""
     os.makedirs(out, exist_ok=True)
     name = saved_design(runs_dir)
     if name:                                       # exactly the registered runs, or an error naming the others
-        by_rule, records = design_runs(runs_dir, name, seeds)
+        by_rule, records = checked or design_runs(runs_dir, name, seeds)
         text = (design_report_text(name, by_rule, records) if seeds is None else
                 f"Design {name}, seed(s) {', '.join(map(str, seeds))} only: no claim is made from them "
                 f"(`python -m grpo_ba_kit.analysis.sweep --design {name}` runs all {len(designs.registered_seeds(name))}).\n\n"

@@ -440,20 +440,36 @@ def run_status(out: str, steps: int, log=_note) -> str:
         metrics = repair_metrics(out, log)
     except OSError:
         return "train"
-    trained, finals = step_lines(metrics)
-    if len(trained) >= steps and (not finals or steps in [m["step"] for m in finals]):   # runs from before the final evaluation have none
+    if is_finished(out, metrics, steps):
         return "finished"
     return "resume" if os.path.exists(os.path.join(out, "checkpoint.pt")) else "train"
 
 
-def saved_runs(runs_dir: str):
-    """(args.json as a dict, metrics) of every run under runs_dir that has logged a step."""
+def is_finished(run_dir: str, metrics: list[dict], steps: int) -> bool:
+    """Has the run in `run_dir` done its `steps` steps? Its evaluation after the last update
+    (logged as step `steps`, after the last step's line) says so. What the sweeps skip and
+    what a design's report accepts. A run without run.json is from before that evaluation
+    was logged: `steps` step lines finish it."""
+    trained, finals = step_lines(metrics)
+    if any(m["step"] == steps for m in finals):
+        return True
+    return not os.path.exists(os.path.join(run_dir, "run.json")) and len(trained) >= steps
+
+
+def saved_args(runs_dir: str):
+    """(run directory, args.json as a dict) of every run under runs_dir."""
     for args_path in sorted(glob.glob(os.path.join(runs_dir, "**", "args.json"), recursive=True)):
         with open(args_path) as f:
-            args = json.load(f)
-        metrics = read_metrics(os.path.join(os.path.dirname(args_path), "metrics.jsonl"))
+            yield os.path.dirname(args_path), json.load(f)
+
+
+def saved_runs(runs_dir: str):
+    """(run directory, args.json as a dict, metrics) of every run under runs_dir that has
+    logged a step."""
+    for run_dir, args in saved_args(runs_dir):
+        metrics = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
         if metrics:
-            yield args, metrics
+            yield run_dir, args, metrics
 
 
 def run_label(args: dict) -> str:
