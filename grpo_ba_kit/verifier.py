@@ -313,3 +313,30 @@ def verify(completion: str, gold) -> float:
         return 0.0
     except Exception:                                # untrusted input: never raise
         return 0.0
+
+
+# -- from the shell -----------------------------------------------------------------------
+
+def explain(completion: str, golds: list[str]) -> list[str]:
+    """The reward, then what was read: each line `what: text -> value` (None: unreadable)."""
+    answer = extract_answer(completion)
+    read = parse_value(answer) if answer is not None else None
+    lines = [f"{verify(completion, golds):.0f}", f"completion's answer: {answer!r} -> {read}"]
+    return lines + [f"gold: {gold!r} -> {parse_gold(gold)}" for gold in golds]
+
+
+def main(argv=None, prog: str = "python -m grpo_ba_kit.verifier") -> int:
+    """`python -m grpo_ba_kit.verifier COMPLETION GOLD [GOLD ...]` (in a clone: python verifier.py)."""
+    import argparse
+    parser = argparse.ArgumentParser(prog=prog, description=(
+        "Check one answer the way training rewards it: the reward, then what the verifier "
+        "read from the completion and from each gold."))
+    parser.add_argument("completion", help="the model's text (its last \\boxed{}, Answer: or ####)")
+    parser.add_argument("gold", nargs="+", help="the gold answer; several: right if any matches")
+    args = parser.parse_args(argv)
+    print("\n".join(explain(args.completion, args.gold)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -79,7 +79,9 @@ def test_installing_into_a_new_venv_adds_only_grpo_ba_names_and_works_outside_th
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["True", "True", "1.0", "[]"], result.stdout
     for command, expected in ((["-m", "grpo_ba", "--help"], "python grpo_ba.py"),
-                              (["-m", "grpo_ba_kit.analysis.diagnose", "--help"], "--adv-scale")):
+                              (["-m", "grpo_ba_kit.analysis.diagnose", "--help"], "--adv-scale"),
+                              (["-m", "grpo_ba_kit.verifier", "Answer: 7/2", "3.5"], "1\n"),
+                              (["-m", "grpo_ba_kit.toy_tasks", "--problems", "1"], "design demo")):
         shown = subprocess.run([sys.executable, *command], cwd=tmp_path, capture_output=True, text=True, env=env,
                                timeout=300)
         assert shown.returncode == 0 and expected in shown.stdout, (command, shown.stderr[-2000:])

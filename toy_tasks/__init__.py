@@ -8,8 +8,8 @@ docstring; designs.py: the named designs of docs/toy-designs.md). This package i
 installed, so an install adds no name as common as `toy_tasks` (grpo_ba_kit/__init__.py);
 `import toy_tasks` from a clone gives the same objects as `import grpo_ba_kit.toy_tasks`.
 """
-from grpo_ba_kit.toy_tasks import (GAP_SIGNS, REGIMES, SLIP_STYLES, VOCAB_CHARS, ToyWorld, designs,
-                                   length_stats, make_problems, warmup_corpus)
+import grpo_ba_kit.toy_tasks as _package
+from grpo_ba_kit.toy_tasks import *  # noqa: F401,F403  (the package's __all__)
+from grpo_ba_kit.toy_tasks import designs
 
-__all__ = ["GAP_SIGNS", "REGIMES", "SLIP_STYLES", "VOCAB_CHARS", "ToyWorld", "designs",
-           "length_stats", "make_problems", "warmup_corpus"]
+__all__ = [*_package.__all__, "designs"]

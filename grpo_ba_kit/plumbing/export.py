@@ -48,8 +48,7 @@ def save_policy(policy, tokenizer, out_dir: str, card: dict) -> str:
         os.makedirs(tmp)
         adapter = is_adapter(policy)
         policy.save_pretrained(tmp)            # safetensors; PEFT: the adapter only
-        tokenizer.save_pretrained(tmp)
-        _keep_padding_side(tmp, tokenizer)
+        tokenizer.save_pretrained(tmp)         # with its padding side (lm_setup.char_tokenizer)
         with open(os.path.join(tmp, "README.md"), "w") as f:
             f.write(model_card(card, adapter))
         if os.path.exists(out_dir):
@@ -59,20 +58,6 @@ def save_policy(policy, tokenizer, out_dir: str, card: dict) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SetupError(f"cannot write the model to {out_dir!r}: {err.strerror or err}") from None
     return out_dir
-
-
-def _keep_padding_side(directory: str, tokenizer):
-    """The trainer pads prompts on the left (generation continues from the prompt's end);
-    an attribute set after loading is not saved, so write it into tokenizer_config.json:
-    the reloaded tokenizer then builds the same batches."""
-    path = os.path.join(directory, "tokenizer_config.json")
-    side = getattr(tokenizer, "padding_side", None)
-    if side and os.path.isfile(path):
-        with open(path) as f:
-            config = json.load(f)
-        config["padding_side"] = side
-        with open(path, "w") as f:
-            json.dump(config, f, indent=2)
 
 
 def _check_replaceable(out_dir: str):

@@ -40,10 +40,10 @@ def char_tokenizer(chars: str = VOCAB_CHARS) -> PreTrainedTokenizerFast:
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>",
-                                        bos_token="<bos>", eos_token="<eos>", unk_token="<unk>")
-    tokenizer.padding_side = "left"        # generation continues from the prompt's end
-    return tokenizer
+    # padding on the left: generation continues from the prompt's end. Given here, not set
+    # afterwards, it is saved with the tokenizer, so a reloaded one builds the same batches.
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", bos_token="<bos>",
+                                   eos_token="<eos>", unk_token="<unk>", padding_side="left")
 
 
 def tiny_qwen3(tokenizer, hidden: int = 64, layers: int = 2, heads: int = 4, seed: int = 0):
@@ -308,10 +308,10 @@ def load_model(name_or_path: str, attn_implementation: str | None = None):
 def load_tokenizer(name_or_path: str):
     try:
         with no_progress_bars():
-            tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(name_or_path))
+            tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(name_or_path),
+                                                      padding_side="left")   # saved with it (char_tokenizer)
     except OSError as err:
         raise SetupError(f"cannot load tokenizer {name_or_path!r}: {str(err).splitlines()[0]}") from None
-    tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer

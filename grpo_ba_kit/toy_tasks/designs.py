@@ -62,10 +62,9 @@ DESIGNS = {
     "demo": dict(flags=dict(**SPREAD_ROOM, lr=1e-4, steps=30, eval_every=5, eval_dense_until=10, eval_dense_every=2,
                             eval_prompts=729, **OWN_WARMUP),
                  seeds=_seeds(20),
-                 # seed -> (file, sha256 of the file): the warm-up `python grpo_ba.py` starts from on any machine,
+                 # seed -> sha256 of warmup_path(design, seed): what `python grpo_ba.py` starts from on any machine,
                  # made by `python -m grpo_ba_kit.toy_tasks.shipped_warmups demo 20` (2-core Intel Xeon, AVX-512, torch 2.13.0+cpu)
-                 shipped={20: ("grpo_ba_kit/toy_tasks/warmups/demo-s20.safetensors",
-                               "f6b247e1a3fd800eea5b4bd2fa25f2b6474dfb04b009d1305e83c599f3b5fda2")},
+                 shipped={20: "f6b247e1a3fd800eea5b4bd2fa25f2b6474dfb04b009d1305e83c599f3b5fda2"},
                  # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G samples, greedy
                  # accuracy on all 729 held-out prompts), the same on every machine variant (tests/test_designs.py)
                  step0=dict(accuracy=0.6241426611796982, wrong_over_right=1.5030026936399343,
@@ -77,7 +76,8 @@ for _d in DESIGNS.values():                # one seed runs by default: the desig
 NO_DESIGN = "plain"          # the flags' own defaults (the toy before the designs)
 AUTO = "auto"                # the demo runs `demo`; everything else runs `plain`
 DEMO = "demo"
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # holds grpo_ba_kit/
+WARMUPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmups")   # shipped warm-ups (README.md)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(WARMUPS)))                  # holds grpo_ba_kit/
 
 
 def design_flags(name: str) -> dict:
@@ -99,10 +99,15 @@ def variant_of(name: str, seed: int) -> str:
     return next((v for s, v in registered_seeds(name) if s == seed), "")
 
 
+def warmup_path(name: str, seed: int) -> str:
+    """Where the warm-up shipped for (design, seed) lies, or is written when made."""
+    return os.path.join(WARMUPS, f"{name}-s{seed}.safetensors")
+
+
 def shipped_warmup(name: str, seed: int) -> tuple[str, str] | None:
     """(absolute path, sha256) of the warm-up shipped for (design, seed), or None."""
-    entry = DESIGNS.get(name, {}).get("shipped", {}).get(seed)
-    return (os.path.join(REPO, entry[0]), entry[1]) if entry else None
+    sha256 = DESIGNS.get(name, {}).get("shipped", {}).get(seed)
+    return (warmup_path(name, seed), sha256) if sha256 else None
 
 
 def knobs_at_fault(name: str, args, build_world) -> str:

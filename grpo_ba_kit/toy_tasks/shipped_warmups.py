@@ -28,7 +28,7 @@ def make(name: str, seed: int, out: str = "", log=print) -> tuple[str, str]:
     world = lm_setup.toy_world(design_args(name, seed=seed))
     torch.set_num_threads(designs.VARIANTS[designs.variant_of(name, seed) or "native-2t"]["threads"])
     model, _, seconds = lm_setup.warmup_toy_model(world, flags["warmup_steps"], seed, log=log)
-    path = out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmups", f"{name}-s{seed}.safetensors")
+    path = out or designs.warmup_path(name, seed)
     sha256 = lm_setup.save_warmup_file(model, path)
     log(f"wrote {path} ({seconds:.0f} s of warm-up), sha256 {sha256}")
     return path, sha256
