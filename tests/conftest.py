@@ -44,6 +44,16 @@ def tiny_model_dir(tmp_path_factory):
     return str(path)
 
 
+@pytest.fixture(scope="session")
+def verl_base_config():
+    """verl's full default trainer config, which the verl tests start from (they skip
+    without verl)."""
+    verl = pytest.importorskip("verl")
+    from omegaconf import OmegaConf
+    return OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer", "config",
+                                       "_generated_ppo_trainer.yaml"))
+
+
 # ------------------------------------------------------------------ the quick tier
 # `python -m pytest -q -m "not slow"`: the math core, the rules, the verifier, the command
 # line and the study commands' parsing, in about two minutes on a 2-core CPU. A test is

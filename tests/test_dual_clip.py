@@ -3,7 +3,6 @@ compute_policy_loss_vanilla, token by token, on negative-advantage tokens whose 
 above clip_ratio_c; off by default; and Balanced Aggregation through verl equal to
 grpo_ba's J_BA with the dual clip on (issue 32, item 7)."""
 import copy
-import os
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ import torch
 verl = pytest.importorskip("verl", reason="verl is optional: pip install -r requirements-verl.txt && "
                                           "pip install --no-deps verl==0.9.1")
 
-from omegaconf import OmegaConf  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
@@ -21,12 +19,6 @@ from grpo_ba import aggregate_balanced, clipped_token_loss  # noqa: E402
 
 EPS_LOW, EPS_HIGH, C = 0.2, 0.28, 3.0
 G = 4
-
-
-@pytest.fixture(scope="module")
-def base_config():
-    path = os.path.join(os.path.dirname(verl.__file__), "trainer", "config", "_generated_ppo_trainer.yaml")
-    return OmegaConf.load(path)                                  # verl's full default trainer config
 
 
 def actor(base, clip_ratio_c=C, mode="token-mean", prompts=2):
@@ -76,9 +68,9 @@ def test_the_case_has_negative_advantage_tokens_above_clip_ratio_c():
     assert beyond.sum() >= 4 and ((ratio > C) & (advantages[:, None] > 0) & mask.bool()).any()
 
 
-def test_the_dual_clip_matches_verls_compute_policy_loss_vanilla_token_by_token(base_config):
+def test_the_dual_clip_matches_verls_compute_policy_loss_vanilla_token_by_token(verl_base_config):
     logp, old, advantages, mask = batch()
-    _, config = actor(base_config)
+    _, config = actor(verl_base_config)
     ours = clipped_token_loss(logp, old, advantages, mask, EPS_LOW, EPS_HIGH, clip_ratio_c=C)
     torch.testing.assert_close(ours, verl_terms(config, logp, old, advantages, mask), rtol=1e-6, atol=1e-7)
     beyond = (torch.exp(logp - old) > C) & (advantages[:, None] < 0) & mask.bool()
@@ -89,16 +81,16 @@ def test_the_dual_clip_matches_verls_compute_policy_loss_vanilla_token_by_token(
     assert torch.equal(plain[~beyond], ours[~beyond])            # every other token unchanged
 
 
-def test_the_dual_clip_is_off_by_default_like_verl_with_an_unreachable_c(base_config):
+def test_the_dual_clip_is_off_by_default_like_verl_with_an_unreachable_c(verl_base_config):
     logp, old, advantages, mask = batch(seed=1)
-    _, config = actor(base_config, clip_ratio_c=1e6)              # verl cannot switch it off; c = 1e6 never binds
+    _, config = actor(verl_base_config, clip_ratio_c=1e6)              # verl cannot switch it off; c = 1e6 never binds
     default = clipped_token_loss(logp, old, advantages, mask, EPS_LOW, EPS_HIGH)
     torch.testing.assert_close(default, verl_terms(config, logp, old, advantages, mask), rtol=1e-6, atol=1e-7)
     with pytest.raises(ValueError, match="above 1"):
         clipped_token_loss(logp, old, advantages, mask, clip_ratio_c=1.0)
 
 
-def test_dual_clipped_tokens_get_no_gradient(base_config):
+def test_dual_clipped_tokens_get_no_gradient(verl_base_config):
     logp, old, advantages, mask = batch()
     logp = logp.clone().requires_grad_()
     loss = clipped_token_loss(logp, old, advantages, mask, EPS_LOW, EPS_HIGH, clip_ratio_c=C).sum()
@@ -109,7 +101,7 @@ def test_dual_clipped_tokens_get_no_gradient(base_config):
 
 
 @pytest.mark.parametrize("mode", vb.LOSS_AGG_MODES)
-def test_balanced_aggregation_through_verl_equals_grpo_bas_objective_with_the_dual_clip(base_config, mode):
+def test_balanced_aggregation_through_verl_equals_grpo_bas_objective_with_the_dual_clip(verl_base_config, mode):
     """verl's grpo_balanced advantages through verl's loss (its dual clip at c = 3 always on)
     = aggregate_balanced of grpo_ba's clipped term with clip_ratio_c = 3."""
     rewards = [[1, 0, 1, 0], [0, 1, 0, 0]]
@@ -121,7 +113,7 @@ def test_balanced_aggregation_through_verl_equals_grpo_bas_objective_with_the_du
         mask[row, :n] = 1
         scores[row, n - 1] = r                                    # verl's score sits on the last response token
     uids = np.array([f"prompt{row // G}" for row in range(8)], dtype=object)
-    cfg, config = actor(base_config, mode=mode)
+    cfg, config = actor(verl_base_config, mode=mode)
     balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
     adv = vb.response_advantages(core_algos.compute_grpo_outcome_advantage(
         token_level_rewards=scores, response_mask=mask, index=uids)[0], mask)     # verl's A_i, (R,)

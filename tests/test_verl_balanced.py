@@ -35,12 +35,6 @@ G = 4
 EPS_LOW, EPS_HIGH = 0.2, 0.28
 
 
-@pytest.fixture(scope="module")
-def base_config():
-    path = os.path.join(os.path.dirname(verl.__file__), "trainer", "config", "_generated_ppo_trainer.yaml")
-    return OmegaConf.load(path)                                  # verl's full default trainer config
-
-
 @pytest.fixture(autouse=True)
 def fresh_module_state(monkeypatch):
     monkeypatch.setattr(vb, "_pending", [])
@@ -128,8 +122,8 @@ def reference_balanced(logp, old, scores, mask, uids, order, norm):
 
 @pytest.mark.parametrize("norm", [True, False], ids=["std-scaling", "no-std-scaling"])
 @pytest.mark.parametrize("mode", vb.LOSS_AGG_MODES)
-def test_verl_policy_loss_with_rescaled_advantages_equals_aggregate_balanced(base_config, mode, norm):
-    cfg = trainer_config(base_config, prompts=4, mode=mode, norm=norm)
+def test_verl_policy_loss_with_rescaled_advantages_equals_aggregate_balanced(verl_base_config, mode, norm):
+    cfg = trainer_config(verl_base_config, prompts=4, mode=mode, norm=norm)
     scores, mask, uids, order = make_batch(REWARDS, LENGTHS)
     balanced, returns = core_algos.get_adv_estimator_fn("grpo_balanced")(
         token_level_rewards=scores, response_mask=mask, index=uids, config=cfg.algorithm)
@@ -150,22 +144,23 @@ def test_verl_policy_loss_with_rescaled_advantages_equals_aggregate_balanced(bas
     assert torch.equal(balanced[tied], torch.zeros_like(balanced[tied])) and g_verl[tied].abs().sum() == 0
 
 
-def test_verl_grpo_std_is_the_unbiased_one_and_ba_ignores_the_scale(base_config):
+def test_verl_grpo_std_is_the_unbiased_one_and_ba_ignores_the_scale(verl_base_config):
     scores, mask, uids, order = make_batch([[1, 1, 0, 0]], [[2, 4, 1, 3]])
     adv = verl_grpo(scores, mask, uids)[order]
     assert torch.allclose(adv, torch.tensor([1, 1, -1, -1]) * 0.8660254, atol=1e-5)   # not +-1
-    cfg = trainer_config(base_config, prompts=1)
+    cfg = trainer_config(verl_base_config, prompts=1)
     balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
-    cfg_none = trainer_config(base_config, prompts=1, norm=False)
+    cfg_none = trainer_config(verl_base_config, prompts=1, norm=False)
     unscaled, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg_none.algorithm)
     ratio = balanced.sum(1) / unscaled.sum(1)                    # BA's weights: same direction, scale of A kept
     assert torch.allclose(ratio, torch.full_like(ratio, 0.8660254 / 0.5), rtol=1e-5)
 
 
-def test_dual_clip_is_kept_term_by_term(base_config):
-    """At ratios beyond clip_ratio_c = 3, where grpo_ba's clipped term has no dual clip, verl's
-    loss with the rescaled advantages still equals sum_it c_i * (verl's own term at A_i)."""
-    cfg = trainer_config(base_config, prompts=4)
+def test_dual_clip_is_kept_term_by_term(verl_base_config):
+    """At ratios beyond clip_ratio_c = 3, where the dual clip binds (off by default in
+    grpo_ba's clipped term), verl's loss with the rescaled advantages still equals
+    sum_it c_i * (verl's own term at A_i)."""
+    cfg = trainer_config(verl_base_config, prompts=4)
     scores, mask, uids, order = make_batch(REWARDS, LENGTHS)
     balanced, adv = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
     logp, old = off_policy(mask, seed=3, spread=3.0)
@@ -188,11 +183,11 @@ def test_dual_clip_is_kept_term_by_term(base_config):
 
 
 @pytest.mark.parametrize("mode", vb.LOSS_AGG_MODES)
-def test_dp_size_two_with_dynamic_micro_batches_is_exact(base_config, mode):
+def test_dp_size_two_with_dynamic_micro_batches_is_exact(verl_base_config, mode):
     """2 ranks (verl's balanced partition), each in micro-batches of unequal row counts (as
     use_dynamic_bsz makes them); each micro-batch loss uses the global token count and
     dp_size = 2; the DDP mean of the two ranks' summed gradients is grad J_BA."""
-    cfg = trainer_config(base_config, prompts=4, mode=mode)
+    cfg = trainer_config(verl_base_config, prompts=4, mode=mode)
     scores, mask, uids, order = make_batch(REWARDS, LENGTHS, seed=5)
     balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
     logp, old = off_policy(mask, seed=7)
@@ -228,11 +223,11 @@ def step_weights(actor, balanced, mask, rows, mode, rows_per_mini_batch):
 
 
 @pytest.mark.parametrize("mode", vb.LOSS_AGG_MODES)
-def test_two_mini_batches_give_an_estimate_unbiased_only_with_seq_mean_token_sum(base_config, mode, caplog):
+def test_two_mini_batches_give_an_estimate_unbiased_only_with_seq_mean_token_sum(verl_base_config, mode, caplog):
     """8 rows, K = 2 mini-batches of 4. Over all 70 equally likely first mini-batches (verl's
     shuffle=True), the mean step equals grad J_BA for seq-mean-token-sum; for token-mean it
     does not (a ratio estimate). Each single step: K (or N/N_k) times BA's weights on its rows."""
-    cfg = trainer_config(base_config, prompts=2, mini_batch_prompts=1, mode=mode)
+    cfg = trainer_config(verl_base_config, prompts=2, mini_batch_prompts=1, mode=mode)
     scores, mask, uids, order = make_batch([[1, 0, 1, 0], [0, 1, 1, 1]], [[2, 9, 1, 7], [3, 5, 4, 12]])
     with caplog.at_level(logging.WARNING, logger=vb.__name__):
         balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
@@ -261,8 +256,8 @@ def test_two_mini_batches_give_an_estimate_unbiased_only_with_seq_mean_token_sum
 # =====================================================================================
 
 
-def test_every_group_tied_gives_zero_loss_zero_gradient_and_nan_shares(base_config):
-    cfg = trainer_config(base_config, prompts=2)
+def test_every_group_tied_gives_zero_loss_zero_gradient_and_nan_shares(verl_base_config):
+    cfg = trainer_config(verl_base_config, prompts=2)
     scores, mask, uids, _ = make_batch([[1, 1, 1, 1], [0, 0, 0, 0]], [[2, 9, 1, 7], [3, 5, 4, 12]])
     balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
     assert torch.equal(balanced, torch.zeros_like(balanced))
@@ -275,10 +270,10 @@ def test_every_group_tied_gives_zero_loss_zero_gradient_and_nan_shares(base_conf
     assert np.isnan(logged["pos_share_balanced"]) and logged["token_loss_at_ratio_one"] == 0
 
 
-def test_padding_rows_without_tokens_are_not_a_group(base_config):
+def test_padding_rows_without_tokens_are_not_a_group(verl_base_config):
     """The v1 trainer appends rows with an empty response_mask under one padding uid (a group of
     another size): they get advantage 0 and the loss is J_BA of the real groups."""
-    cfg = trainer_config(base_config, prompts=4)
+    cfg = trainer_config(verl_base_config, prompts=4)
     scores, mask, uids, order = make_batch(REWARDS, LENGTHS, pad_rows=2)
     balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
     assert balanced[-2:].abs().sum() == 0
@@ -294,16 +289,16 @@ def test_padding_rows_without_tokens_are_not_a_group(base_config):
     ("loss_agg_mode", "token-sum", "loss_agg_mode"),
     ("policy_loss.loss_mode", "gspo", "loss_mode"),
 ])
-def test_unsupported_actor_settings_are_refused_by_name(base_config, key, value, match):
-    cfg = trainer_config(base_config, prompts=1)
+def test_unsupported_actor_settings_are_refused_by_name(verl_base_config, key, value, match):
+    cfg = trainer_config(verl_base_config, prompts=1)
     OmegaConf.update(cfg.actor_rollout_ref.actor, key, value)
     scores, mask, uids, _ = make_batch([[1, 0, 1, 0]], [[2, 4, 1, 3]])
     with pytest.raises(ValueError, match=match):
         vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
 
 
-def test_groups_of_unequal_size_are_refused(base_config):
-    cfg = trainer_config(base_config, prompts=2)
+def test_groups_of_unequal_size_are_refused(verl_base_config):
+    cfg = trainer_config(verl_base_config, prompts=2)
     scores, mask, uids, _ = make_batch([[1, 0, 1, 0], [0, 1, 1, 1]], [[2, 9, 1, 7], [3, 5, 4, 12]])
     uids[np.flatnonzero(uids == "prompt0")[0]] = "prompt1"       # one group of 3, one of 5
     with pytest.raises(ValueError, match="sizes"):
@@ -315,10 +310,10 @@ def test_groups_of_unequal_size_are_refused(base_config):
 # =====================================================================================
 
 
-def test_verls_compute_advantage_dispatches_to_the_registered_estimator(base_config):
+def test_verls_compute_advantage_dispatches_to_the_registered_estimator(verl_base_config):
     from verl.protocol import DataProto
     from verl.trainer.ppo.ray_trainer import compute_advantage
-    cfg = trainer_config(base_config, prompts=4)
+    cfg = trainer_config(verl_base_config, prompts=4)
     scores, mask, uids, _ = make_batch(REWARDS, LENGTHS)
     data = DataProto.from_dict(tensors={"token_level_rewards": scores, "response_mask": mask},
                                non_tensors={"uid": uids})
@@ -344,9 +339,9 @@ def test_verl_use_external_modules_registers_the_estimator_in_a_fresh_process():
 # =====================================================================================
 
 
-def test_bias_metrics_reach_verls_logger_with_the_values_sign_weights_gives(base_config, tmp_path, monkeypatch):
+def test_bias_metrics_reach_verls_logger_with_the_values_sign_weights_gives(verl_base_config, tmp_path, monkeypatch):
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "log.jsonl"))
-    cfg = trainer_config(base_config, prompts=4)
+    cfg = trainer_config(verl_base_config, prompts=4)
     scores, mask, uids, order = make_batch(REWARDS, LENGTHS)
     vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
     tracker = Tracking(project_name="p", experiment_name="e", default_backend="file")
@@ -365,21 +360,21 @@ def test_bias_metrics_reach_verls_logger_with_the_values_sign_weights_gives(base
     assert "pos_share_token" not in second
 
 
-def test_measure_only_estimator_keeps_verls_advantages_and_logs_the_same_bias(base_config):
-    cfg = trainer_config(base_config, prompts=4, mode="seq-mean-token-norm")      # any mode: nothing is rescaled
+def test_measure_only_estimator_keeps_verls_advantages_and_logs_the_same_bias(verl_base_config):
+    cfg = trainer_config(verl_base_config, prompts=4, mode="seq-mean-token-norm")      # any mode: nothing is rescaled
     cfg.algorithm.adv_estimator = vb.MEASURE_ONLY
     scores, mask, uids, order = make_batch(REWARDS, LENGTHS)
     advantages, returns = vb.compute_grpo_advantage_with_bias_metrics(scores, mask, uids, config=cfg.algorithm)
     assert torch.equal(vb.response_advantages(advantages, mask), verl_grpo(scores, mask, uids))
     assert torch.equal(returns, advantages) and torch.equal(advantages, advantages * mask)   # (B, T), as verl's grpo
     measured = vb.pending_metrics()
-    vb.compute_grpo_balanced_advantage(scores, mask, uids, config=trainer_config(base_config, prompts=4).algorithm)
+    vb.compute_grpo_balanced_advantage(scores, mask, uids, config=trainer_config(verl_base_config, prompts=4).algorithm)
     assert measured == vb.pending_metrics() and measured["pos_share_token"] != pytest.approx(0.5, abs=1e-2)
 
 
-def test_worked_example_of_docs_verl_md(base_config):
+def test_worked_example_of_docs_verl_md(verl_base_config):
     """docs/verl.md: G = 4, rewards [1, 0, 1, 0], lengths [2, 4, 1, 3], token-mean, N = 10."""
-    cfg = trainer_config(base_config, prompts=1)
+    cfg = trainer_config(verl_base_config, prompts=1)
     scores, mask, uids, order = make_batch([[1, 0, 1, 0]], [[2, 4, 1, 3]])
     balanced, adv = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
     per_row = vb.response_advantages(balanced, mask)[order]
