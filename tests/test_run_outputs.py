@@ -97,12 +97,9 @@ def test_a_lora_runs_model_dir_is_an_adapter_peft_reloads_with_the_trainers_logp
 
 def test_tensorboard_holds_the_numbers_of_metrics_jsonl_final_evaluation_included(toy_run):
     pytest.importorskip("tensorboard", reason="pip install tensorboard (requirements-dev.txt)")
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from test_report_to import event_scalars
     out, _, _ = toy_run
-    events = EventAccumulator(os.path.join(out, "tensorboard"))
-    events.Reload()
-    logged = {report_to.metric_key(name): {e.step: e.value for e in events.Scalars(name)}
-              for name in events.Tags()["scalars"]}
+    logged = event_scalars(os.path.join(out, "tensorboard"))
     expected = {}
     for record in run_io.read_metrics(os.path.join(out, "metrics.jsonl")):
         for key, value in report_to.scalars(record).items():
