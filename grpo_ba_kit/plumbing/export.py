@@ -60,13 +60,18 @@ def save_policy(policy, tokenizer, out_dir: str, card: dict) -> str:
     return out_dir
 
 
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def _check_replaceable(out_dir: str):
     if not os.path.exists(out_dir):
         return
     if not os.path.isdir(out_dir):
         raise SetupError(f"cannot write the model to {out_dir!r}: it is a file")
     readme = os.path.join(out_dir, "README.md")
-    if os.listdir(out_dir) and not (os.path.isfile(readme) and MARKER in open(readme).read()):
+    if os.listdir(out_dir) and not (os.path.isfile(readme) and MARKER in _read(readme)):
         raise SetupError(f"{out_dir!r} exists and is not an earlier model export; choose another directory")
 
 

@@ -47,11 +47,11 @@ class TrainingRun:
         self.metrics_path = os.path.join(self.out, "metrics.jsonl")
         self.saved, self.started, self.final = None, time.time(), None
         self.reporter = report_to.Reporter()              # --report-to none until `begin`
-        self.on_rollout, self.policy, self.tokenizer = None, None, None
+        self.on_rollout, self.tokenizer = None, None
         self.completions_path = os.path.join(self.out, "completions.jsonl")
         if args.resume:
             self.saved = run_io.read_checkpoint(self.checkpoint_path, self.device)
-        self.interrupted, self.since_checkpoint = [], []   # metrics lines the next checkpoint keeps
+        self.interrupted, self.since_checkpoint = False, []   # lines the next checkpoint keeps
 
     def begin(self, policy, optimizer, task, tokenizer=None):
         """Write the run directory, or restore the checkpoint of a resumed run (every check
@@ -83,7 +83,7 @@ class TrainingRun:
         self.reporter = report_to.open(args.report_to, out, dataclasses.asdict(args), start)
         dtype = run_io.autocast_dtype(self.device.type, args.dtype, self.log)
         self.args, self.requested_dtype = dataclasses.replace(args, dtype=dtype), args.dtype
-        self.start, self.policy, self.tokenizer = start, policy, tokenizer
+        self.start, self.tokenizer = start, tokenizer
         return self.args
 
     def _write_completions(self, prompts, batch, rewards):
@@ -143,7 +143,7 @@ class TrainingRun:
         def on_sigint(*_):
             if self.interrupted:
                 raise KeyboardInterrupt
-            self.interrupted.append(True)
+            self.interrupted = True
         in_main_thread = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
         try:
