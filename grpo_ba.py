@@ -10,7 +10,7 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python grpo_ba.py --aggregator balanced --regime variance --steps 200     # one run
     python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
     python grpo_ba.py --help                       # every training flag (grpo_ba_args.py)
-    python -m grpo_ba_kit.analysis.sweep --design loop-gap   # a study; also .regime_map, .report
+    python -m grpo_ba_lab.analysis.sweep --design loop-gap   # a study; also .regime_map, .report
 
 Choices where GRPO implementations disagree (docs/method.md §7; each pinned by a test in tests/):
  1. Advantages use the population std (divide by G), so a group of one gives 0, not NaN.
@@ -42,10 +42,10 @@ import torch
 
 from grpo_ba_args import (PRESETS, WARMUP_STEPS, Args, UsageError, check_args,  # noqa: F401
                           given_flags, parse_args, resumed_args, run_command)
-from grpo_ba_kit.plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines
-from grpo_ba_kit.plumbing.training_run import TrainingRun, eval_progress
-from grpo_ba_kit.toy_tasks import length_stats
-from grpo_ba_kit.verifier import verify
+from grpo_ba_lab.plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines
+from grpo_ba_lab.plumbing.training_run import TrainingRun, eval_progress
+from toy_tasks import length_stats
+from verifier import verify
 
 # =====================================================================================
 # 1. Group-relative advantages (docs/method.md §1)
@@ -530,7 +530,7 @@ def train(args: Args, log=print) -> str:
 # =====================================================================================
 def main(argv=None) -> int:
     """One run (--aggregator RULE), a run continued (--resume DIR), or by default the demo
-    (--aggregator all): grpo_ba_kit/analysis/sweep.py trains the three rules, then draws figures."""
+    (--aggregator all): grpo_ba_lab/analysis/sweep.py trains the three rules, then draws figures."""
     def command():
         args = parse_args(argv)
         check_args(args)
@@ -538,7 +538,7 @@ def main(argv=None) -> int:
             args = resumed_args(argv)
             check_args(args)
         if args.aggregator == "all":
-            from grpo_ba_kit.analysis import sweep
+            from grpo_ba_lab.analysis import sweep
             sweep.demo(args)
         else:
             default_dir = f"runs/{args.regime}-{args.aggregator}-s{args.seed}"

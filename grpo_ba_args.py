@@ -3,13 +3,13 @@
 One dataclass, `Args`: each field is a flag, its help line is its --help line, and a
 run's args.json is `dataclasses.asdict(args)`. Defaults come in layers, the later
 winning: the field's default, then a --preset (one-GPU settings), then a toy --design
-(grpo_ba_kit/toy_tasks/designs.py), then a --config FILE (JSON or YAML; a run's args.json works),
+(toy_tasks/designs.py), then a --config FILE (JSON or YAML; a run's args.json works),
 then the flags typed.
 
     from grpo_ba_args import Args, parse_args
     args = parse_args(["--aggregator", "balanced", "--steps", "50"])
 
-The studies (python -m grpo_ba_kit.analysis.sweep, grpo_ba_kit.analysis.regime_map) take the
+The studies (python -m grpo_ba_lab.analysis.sweep, grpo_ba_lab.analysis.regime_map) take the
 same training flags plus their own, through `parse_command`.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ import sys
 import textwrap
 from dataclasses import dataclass, field
 
-from grpo_ba_kit.plumbing import lm_setup, report_to, rollout_engines, run_config, run_io
-from grpo_ba_kit.toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, designs
+from grpo_ba_lab.plumbing import lm_setup, report_to, rollout_engines, run_config, run_io
+from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, designs
 
 RULES = ("token", "sequence", "balanced")        # = grpo_ba.AGGREGATORS (a test keeps them equal)
 # greedy held-out accuracy 0.5-0.6 at step 0 (toy_tasks)
@@ -66,7 +66,7 @@ class Args:
     micro_batch_size: int = arg(0, "rows per forward/backward (0: the whole batch); exact")
     # ---- the toy task
     regime: str = arg("gap", "gap: right and wrong answers differ in length; variance: lengths "
-                             "spread, no gap", section="the toy task (grpo_ba_kit/toy_tasks/)")
+                             "spread, no gap", section="the toy task (toy_tasks/)")
     gap_sign: str = arg("wrong-long", "wrong-long (forced slips, then rambling) or right-long "
                                       "(forced re-checks)")
     gap_size: int = arg(18, "mean ramble length in tokens: the length gap")
@@ -128,7 +128,7 @@ PRESETS = {
                        prompts_per_step=8, inner_updates=1, eval_every=50, eval_prompts=64,
                        temperature=1.0, save_every=50, model="Qwen/Qwen3-1.7B"),
     # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base
-    # (grpo_ba_kit/plumbing/lora.py). Its context is 4096 tokens: 3072 new, so prompts may have
+    # (grpo_ba_lab/plumbing/lora.py). Its context is 4096 tokens: 3072 new, so prompts may have
     # up to 1024. LoRA's best lr sits about 10x above full fine-tuning's (1e-6 in the preset above).
     "qwen2.5-math-7b": dict(dtype="bfloat16", gradient_checkpointing=True,
                             attn_implementation="sdpa", micro_batch_size=4, max_new_tokens=3072,
@@ -147,16 +147,16 @@ CHOICES = {"aggregator": ("all", *RULES), "regime": REGIMES,
 
 # Flags that left grpo_ba.py for a study's own command: each answers with that command.
 MOVED = {
-    "diagnose": "python -m grpo_ba_kit.analysis.diagnose ROLLOUTS.jsonl",
-    "plot_only": "python -m grpo_ba_kit.analysis.report RUNS_DIR",
-    "figures_dir": "python -m grpo_ba_kit.analysis.report RUNS_DIR --figures-dir DIR",
-    "sweep": "python -m grpo_ba_kit.analysis.sweep [--design NAME] [flags]",
-    "seeds": "python -m grpo_ba_kit.analysis.sweep --seeds N (or ...analysis.regime_map --seeds N)",
-    "variant": "python -m grpo_ba_kit.analysis.sweep --design NAME --variant NAME",
-    "regime_map": "python -m grpo_ba_kit.analysis.regime_map [flags]",
-    "map_gap_sizes": "python -m grpo_ba_kit.analysis.regime_map --map-gap-sizes ...",
-    "map_spread_sizes": "python -m grpo_ba_kit.analysis.regime_map --map-spread-sizes ...",
-    "workers": "python -m grpo_ba_kit.analysis.regime_map --workers N",
+    "diagnose": "python -m grpo_ba_lab.analysis.diagnose ROLLOUTS.jsonl",
+    "plot_only": "python -m grpo_ba_lab.analysis.report RUNS_DIR",
+    "figures_dir": "python -m grpo_ba_lab.analysis.report RUNS_DIR --figures-dir DIR",
+    "sweep": "python -m grpo_ba_lab.analysis.sweep [--design NAME] [flags]",
+    "seeds": "python -m grpo_ba_lab.analysis.sweep --seeds N (or ...analysis.regime_map --seeds N)",
+    "variant": "python -m grpo_ba_lab.analysis.sweep --design NAME --variant NAME",
+    "regime_map": "python -m grpo_ba_lab.analysis.regime_map [flags]",
+    "map_gap_sizes": "python -m grpo_ba_lab.analysis.regime_map --map-gap-sizes ...",
+    "map_spread_sizes": "python -m grpo_ba_lab.analysis.regime_map --map-spread-sizes ...",
+    "workers": "python -m grpo_ba_lab.analysis.regime_map --workers N",
 }
 
 
@@ -241,9 +241,9 @@ def build_parser(*study_options, prog="grpo_ba.py", description="") -> _Parser:
     usage = epilog = None
     if prog == "grpo_ba.py":
         usage = "python grpo_ba.py [--aggregator RULE] [--design NAME] [flags]"
-        epilog = ("studies have their own commands: python -m grpo_ba_kit.analysis.sweep, "
-                  "grpo_ba_kit.analysis.regime_map, grpo_ba_kit.analysis.report RUNS_DIR, "
-                  "grpo_ba_kit.analysis.diagnose ROLLOUTS.jsonl")
+        epilog = ("studies have their own commands: python -m grpo_ba_lab.analysis.sweep, "
+                  "grpo_ba_lab.analysis.regime_map, grpo_ba_lab.analysis.report RUNS_DIR, "
+                  "grpo_ba_lab.analysis.diagnose ROLLOUTS.jsonl")
     parser = _Parser(prog=prog, usage=usage, description=description, epilog=epilog,
                      formatter_class=_Help, allow_abbrev=False)
     parser.add_argument("--config", metavar="FILE", default="",

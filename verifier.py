@@ -1,19 +1,350 @@
-"""verifier.py -- check one answer from the shell, the way training rewards it.
+"""verifier.py -- is a completion's final answer equal to the gold answer?
 
-    python verifier.py "so the total is \\boxed{\\frac{7}{2}}" "3.5"
-    python verifier.py "Answer: 2\\sqrt{2}" "\\sqrt{8}" "3"          # several acceptable golds
+    extract_answer("so the total is \\boxed{\\frac{7}{2}}")  -> "\\frac{7}{2}"
+    verify("Answer: 3.5", "7/2")                               -> 1.0
+    verify("\\boxed{\\frac{1}{\\sqrt2}}", "\\frac{\\sqrt{2}}{2}")   -> 1.0
+    verify("\\boxed{42}", ["41", "42"])                        -> 1.0   (any acceptable gold)
+    parse_gold("\\text{(C)}") -> C ;  parse_gold("\\begin{pmatrix}1\\end{pmatrix}") -> None
 
-It prints the reward (1 or 0), then what the verifier read from the completion and from
-each gold. The verifier itself is grpo_ba_kit/verifier.py, its grammar
-grpo_ba_kit/verifier_parser.py (docs/verifier.md); installed, the same command is
-`python -m grpo_ba_kit.verifier`. This file is not installed, so an install adds no name as
-common as `verifier` (grpo_ba_kit/__init__.py); from a clone, `import verifier` gives the
-same functions as `import grpo_ba_kit.verifier`.
+Public API
+    verify(completion, gold) -> 1.0 or 0.0. `gold` is a string or a list/tuple of acceptable
+        strings (right if any matches). Never raises.
+    extract_answer(text) -> the raw final-answer string, or None.
+    parse_gold(gold) -> the value the verifier reads from a gold answer (bare or in a
+        `\\boxed{}` / `Answer:` / `####` format; never its last number), or None when it
+        cannot read it. Against such a gold only a completion writing the same text (after
+        `normalise`) scores 1, so a dataset should be checked with it. Values are sympy
+        expressions, `Brackets` (tuples, intervals), `AnswerSet` (sets, comma lists, `\\pm`),
+        sympy sets (unions of intervals) or a lower-case word (str). Cached (a GRPO group
+        scores G completions against one gold).
+    parse_value(answer) -> the same for an already-extracted answer string.
+
+Formats: `\\boxed{...}` (`\\fbox{}`), `Answer: ...` and `#### ...`; whichever of these comes
+last in the text decides (a truncated `\\boxed{4` gives no answer). Only a text with none of
+them falls back to its last number. `Answer: The final answer is $5$. I hope it is
+correct.` (Minerva's format) reads as 5.
+
+Answers are read as MATH-500, AIME, OlympiadBench and Minerva-MATH write them: integers,
+decimals, fractions (`\\frac`, `a/b`, mixed `2\\frac{1}{2}`), `\\sqrt{}` and `\\sqrt[n]{}`,
+`\\pi`, `\\infty`, powers with bounded rational exponents, tuples and intervals (`[2, 5)`,
+unions with `\\cup`), sets and comma lists (unordered; `1 \\pm \\sqrt2` is two answers),
+`x = 5`, `(x, y) = (1, 2)` and `x \\in [2, 5)` (the right-hand side), expressions in a
+variable (`2x+3` = `3+2x`, `\\frac{x^2-1}{x-1}` = `x+1`), `\\text{(C)}` = `C`, words
+(`\\text{Monday}` = `monday`). Degrees, percent signs, dollar signs, `{,}` / `,\\!`
+thousands separators and units after the value (`47 apples`, `5\\text{ cm}^2`) are
+dropped: `30^\\circ` = 30, `20\\%` = 20 (not 0.2).
+Equality is exact and symbolic, never by floating point: `\\sqrt{8}` = `2\\sqrt{2}`,
+`3.5` = `7/2`, but `0.333` != `1/3` and `0.7499` != `3/4`. The same text after
+`normalise` is also right (`\\begin{pmatrix}...`, or `10^{10^{10}}`, judged without
+computing it). Not read: symbolic exponents (`2^x`), functions (`\\sin`, `\\log`),
+inequalities, equations other than `variable = value`.
+
+Model output is untrusted. No text from it is ever handed to `sympify`, `parse_expr`
+or `eval` (they run Python). verifier_grammar.py tokenizes with a fixed vocabulary and
+builds sympy objects directly; bounds on the length, digits, nesting, exponents and the
+number of terms an expansion may reach keep every call fast: `10^{10^{10}}` and
+`(1+x)^{64}(1+x)^{64}` are refused, not computed, and a comparison gets at most
+MAX_COMPARE_TERMS expanded terms (beyond: unequal). No `simplify` (it can hang): equal
+means structurally equal after sympy's automatic evaluation, or (a - b) over a common
+denominator expands to 0. `verify` never raises: anything malformed, and division by
+zero, scores 0.0.
 """
-from grpo_ba_kit.verifier import (explain, extract_answer, main, normalise, parse_gold, parse_value,
-                                  verify)
+from __future__ import annotations
 
-__all__ = ["explain", "extract_answer", "main", "normalise", "parse_gold", "parse_value", "verify"]
+import functools
+import re
+
+import sympy
+
+from verifier_grammar import (AnswerSet, Brackets, Unreadable, expansion_bound, parse_answer,
+                              to_interval)
+
+MAX_TEXT_CHARS = 200_000      # longer completions are judged on their last 200k characters
+MAX_ANSWER_CHARS = 1000       # an extracted answer longer than this is refused
+MAX_WORD_CHARS = 60           # a word answer (`\text{Monday}`) is at most this long
+MAX_COMPARE_TERMS = 600       # terms one comparison may expand; beyond, judged unequal
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
+_MARKERS = re.compile(r"\\boxed\s*\{|\\fbox\s*\{|Answer\s*:|####")
+_BRACE = re.compile(r"[{}]")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_MINERVA_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*", re.I)
+_MINERVA_SUFFIX = re.compile(r"\.?\s*I hope it is correct\.?\s*$", re.I)
+
+
+def _braced(text: str, start: int) -> str | None:
+    """Content of the brace group whose '{' is at text[start - 1]; None if unclosed."""
+    depth = 1
+    for brace in _BRACE.finditer(text, start):       # jumps from brace to brace
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[start:brace.start()]
+    return None
+
+
+def _last_marker(text: str):
+    """The match of the last answer marker in `text`, found from the end (fast on 200k)."""
+    best = None
+    for literal in ("\\boxed", "\\fbox", "Answer", "####"):
+        end = len(text)
+        while (pos := text.rfind(literal, 0, end)) >= 0 and (best is None or pos > best.start()):
+            match = _MARKERS.match(text, pos)
+            if match:
+                best = match
+                break
+            end = pos + len(literal) - 1
+    return best
+
+
+def _marked_answer(text: str) -> tuple[bool, str | None]:
+    """(whether `text` has an answer marker, the answer after the last one)."""
+    last_marker = _last_marker(text)                 # the last marker decides, readable or not
+    if last_marker is None:
+        return False, None
+    if last_marker.group().startswith("\\"):
+        answer = _braced(text, last_marker.end())    # None when truncated: no answer
+    else:
+        answer = text[last_marker.end():].split("\n", 1)[0]
+        if len(answer) <= MAX_ANSWER_CHARS:          # longer answers are refused anyway
+            answer = _MINERVA_SUFFIX.sub("", _MINERVA_PREFIX.sub("", answer, count=1))
+    answer = answer.strip().rstrip(".").strip() if answer is not None else ""
+    return True, answer or None
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer written in `text`, as a string, or None if there is none."""
+    if not isinstance(text, str) or not text:
+        return None
+    text = text[-MAX_TEXT_CHARS:]
+    marked, answer = _marked_answer(text)
+    if marked:
+        return answer
+    return _last_number(text)
+
+
+def _last_number(text: str, window: int = 2000) -> str | None:
+    """The last number in `text`, looking at its last `window` characters first (fast on
+    100k-character texts); the whole text when the window holds none or starts mid-number."""
+    text = text[: max(text.rfind(digit) for digit in "0123456789") + 1]     # ends at the last digit
+    tail = _THOUSANDS.sub("", text[-window:])
+    numbers = list(_NUMBER.finditer(tail))
+    if len(text) > window and (not numbers or numbers[-1].start() <= 1):
+        numbers = list(_NUMBER.finditer(_THOUSANDS.sub("", text)))
+    return numbers[-1].group() if numbers else None
+
+
+# -- text normalisation: what a grader ignores --------------------------------------------
+
+_REPLACE = [  # (pattern, replacement), applied in order; every pattern is linear-time
+    # \left( -> (, \right. -> ''
+    (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)\s*\.?(?![A-Za-z])"), ""),
+    (re.compile(r"\\!"), ""),
+    (re.compile(r"\\[,;: ]|\\q?quad|\\displaystyle|~"), " "),
+    (re.compile(r"\\?\$"), ""),
+    (re.compile(r"\{,\}"), ","),
+    (re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree|°"), ""),
+    (re.compile(r"\\?%|\\percent"), ""),
+    (re.compile(r"\\[dtc]frac"), r"\\frac"),
+    (re.compile(r"\\(?:text|mbox|mathrm|textrm|textnormal)\s*\{\s*(?:or|and)\s*\}"
+                r"|\s(?:or|and)\s"), ","),
+]
+_UNICODE = str.maketrans({"π": "\\pi ", "∞": "\\infty ", "−": "-", "×": "*", "·": "*",
+                          "÷": "/", "√": "\\sqrt", "∪": "\\cup "})
+_TEXT_COMMAND = r"\\(?:text|textbf|textit|textrm|textnormal|mbox|mathrm|mathbf|mathit|operatorname)"
+# A unit after the value: a \text{...} group, or plain words, with an optional ^2 / ^{3}.
+_TRAILING_UNIT = re.compile(
+    r"(?<=\S)\s*(?:" + _TEXT_COMMAND
+    + r"\s*\{[^{}]*\}|(?<![\\A-Za-z])(?!(?:pi|sqrt|infty)\b)[A-Za-z]{2,}"
+    r"(?:\s+[A-Za-z]{2,})*)\s*(?:\^\s*\{?\d\}?)?\s*$")
+_TEXT_GROUP = re.compile(_TEXT_COMMAND + r"\s*\{([^{}]*)\}")
+_GROUPED_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_WORD_ANSWER = re.compile(r"[A-Za-z][A-Za-z '\-]*")
+
+
+def normalise(answer: str) -> str | None:
+    """The answer with what a grader ignores removed: `$`, `\\left`, spacing, degrees,
+    percent, units after the value, `\\text{}` wrappers, thousands separators."""
+    if not isinstance(answer, str) or len(answer) > MAX_ANSWER_CHARS:
+        return None
+    answer = answer.translate(_UNICODE)
+    for pattern, replacement in _REPLACE:
+        answer = pattern.sub(replacement, answer)
+    answer = answer.strip().rstrip(".").strip()
+    for _ in range(3):                               # `5 \text{cm}`, `47 apples`, `3 m^2`
+        stripped = _TRAILING_UNIT.sub("", answer).strip()
+        if not stripped or stripped == answer or stripped.endswith((",", "=")):
+            break
+        answer = stripped
+    for _ in range(4):                               # \text{(C)} -> (C), nested at most 4 deep
+        answer, count = _TEXT_GROUP.subn(r"\1", answer)
+        if not count:
+            break
+    answer = answer.strip()
+    if _GROUPED_THOUSANDS.fullmatch(answer):
+        answer = answer.replace(",", "")
+    return answer or None
+
+
+def parse_value(answer: str | None):
+    """The exact value of an extracted answer string, or None if the verifier cannot read it."""
+    text = normalise(answer)
+    if text is None:
+        return None
+    try:
+        return parse_answer(text)
+    except Exception:                                # Unreadable, or sympy refusing an operation
+        pass
+    if len(text) <= MAX_WORD_CHARS and _WORD_ANSWER.fullmatch(text):
+        return " ".join(text.lower().split())        # `\text{Monday}` = `monday`
+    return None
+
+
+# -- exact comparison ---------------------------------------------------------------------
+
+class _Budget:
+    """Terms that the comparisons of one `verify` call may still expand (sets compare pairwise)."""
+    def __init__(self, terms: int = MAX_COMPARE_TERMS):
+        self.terms = terms
+
+
+def _same_expr(a: sympy.Expr, b: sympy.Expr, budget: _Budget) -> bool:
+    """Exact symbolic equality of two parsed expressions, with no simplify (it can hang):
+    structural equality, then the numerator of (a - b) over a common denominator expands
+    to 0. A comparison that would expand more terms than the budget left is judged unequal."""
+    if a == b:
+        return True
+    infinite = (sympy.oo, -sympy.oo, sympy.zoo, sympy.nan)
+    if a.has(*infinite) or b.has(*infinite) or a.free_symbols != b.free_symbols:
+        return False
+    difference = a - b
+    if difference.is_Number:
+        return difference == 0
+    symbols = sorted(difference.free_symbols, key=str)
+    probe = difference.xreplace({symbol: sympy.Integer(10007 + 2 * k)       # exact, not floating:
+                                 for k, symbol in enumerate(symbols)})
+    if probe.is_Rational and probe != 0:            # a nonzero value at one point: unequal
+        return False
+    if any(power.exp.is_negative and power.base.is_Add for power in difference.atoms(sympy.Pow)):
+        # 1/(1+x) terms: over a common denominator
+        difference = sympy.fraction(sympy.together(difference))[0]
+    size = expansion_bound(difference, budget.terms)
+    budget.terms -= size
+    if budget.terms < 0:
+        return False
+    return sympy.expand(difference) == 0
+
+
+def _same_items(a: tuple, b: tuple, ordered: bool, budget: _Budget) -> bool:
+    if ordered:
+        return len(a) == len(b) and all(_same_value(x, y, budget) for x, y in zip(a, b))
+    unmatched = list(b)                               # multiset matching, <= 16 x 16
+    for x in a:
+        match = next((i for i, y in enumerate(unmatched) if _same_value(x, y, budget)), None)
+        if match is None:
+            return False
+        unmatched.pop(match)
+    return not unmatched
+
+
+def _same_value(a, b, budget: _Budget) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if isinstance(a, sympy.Set) or isinstance(b, sympy.Set):
+        try:
+            return to_interval(a) == to_interval(b)
+        except Unreadable:
+            return False
+    if isinstance(a, AnswerSet) or isinstance(b, AnswerSet):
+        a_items = a.items if isinstance(a, AnswerSet) else (a,)      # `5` = `\{5\}`
+        b_items = b.items if isinstance(b, AnswerSet) else (b,)
+        return len(a_items) == len(b_items) and _same_items(a_items, b_items, False, budget)
+    if isinstance(a, Brackets) or isinstance(b, Brackets):
+        return (isinstance(a, Brackets) and isinstance(b, Brackets) and a.open == b.open
+                and a.close == b.close and _same_items(a.items, b.items, True, budget))
+    return _same_expr(a, b, budget)
+
+
+def parse_gold(gold: str):
+    """The value the verifier reads from a gold answer (bare, or in a `\\boxed{}` /
+    `Answer:` / `####` format), or None when it cannot read it: then only a completion
+    whose answer is the same text (after `normalise`) scores 1."""
+    return _read_gold(gold)[1]
+
+
+def _read_gold(gold) -> tuple[str | None, object]:
+    """(normalised gold text, gold value or None). A number gold (int, float) is read as its
+    text."""
+    if isinstance(gold, (int, float)) and not isinstance(gold, bool):
+        gold = str(gold)
+    if not isinstance(gold, str):
+        return None, None
+    return _read_gold_cached(gold) if len(gold) <= MAX_ANSWER_CHARS else _read_gold_uncached(gold)
+
+
+@functools.lru_cache(maxsize=1024)                 # a GRPO group scores G completions per gold
+def _read_gold_cached(gold: str):
+    return _read_gold_uncached(gold)
+
+
+def _read_gold_uncached(gold: str):
+    try:
+        text = normalise(gold)
+        value = parse_value(gold)                    # a gold is never read by its last number
+        if value is None:
+            marked, answer = _marked_answer(gold[-MAX_TEXT_CHARS:])
+            if marked:
+                text, value = normalise(answer), parse_value(answer)
+        return text, value
+    except Exception:
+        return None, None
+
+
+def verify(completion: str, gold) -> float:
+    """1.0 if the completion's final answer equals the gold answer, else 0.0: the same
+    value (exact, symbolic), or the same text after `normalise` (`10^{10^{10}}` is judged
+    so, without computing it). `gold` may be a list or tuple of acceptable answers: right
+    if any matches."""
+    try:
+        golds = gold if isinstance(gold, (list, tuple)) else [gold]
+        answer = extract_answer(completion)
+        text = normalise(answer)
+        if text is None:
+            return 0.0
+        value = parse_value(answer)
+        for one_gold in golds:
+            gold_text, gold_value = _read_gold(one_gold)
+            if gold_text == text:
+                return 1.0
+            if (value is not None and gold_value is not None
+                    and _same_value(value, gold_value, _Budget())):
+                return 1.0
+        return 0.0
+    except Exception:                                # untrusted input: never raise
+        return 0.0
+
+
+# -- from the shell -----------------------------------------------------------------------
+
+def explain(completion: str, golds: list[str]) -> list[str]:
+    """The reward, then what was read: each line `what: text -> value` (None: unreadable)."""
+    answer = extract_answer(completion)
+    read = parse_value(answer) if answer is not None else None
+    lines = [f"{verify(completion, golds):.0f}", f"completion's answer: {answer!r} -> {read}"]
+    return lines + [f"gold: {gold!r} -> {parse_gold(gold)}" for gold in golds]
+
+
+def main(argv=None, prog: str = "python verifier.py") -> int:
+    """`python verifier.py COMPLETION GOLD [GOLD ...]` (installed: python -m verifier)."""
+    import argparse
+    parser = argparse.ArgumentParser(prog=prog, description=(
+        "Check one answer the way training rewards it: the reward, then what the verifier "
+        "read from the completion and from each gold."))
+    parser.add_argument("completion", help="the model's text (its last \\boxed{}, Answer: or ####)")
+    parser.add_argument("gold", nargs="+", help="the gold answer; several: right if any matches")
+    args = parser.parse_args(argv)
+    print("\n".join(explain(args.completion, args.gold)))
+    return 0
+
 
 if __name__ == "__main__":
-    raise SystemExit(main(prog="python verifier.py"))
+    raise SystemExit(main())

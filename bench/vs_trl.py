@@ -20,9 +20,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import grpo_ba  # noqa: E402
-from grpo_ba_kit.plumbing.lm_setup import Task, char_tokenizer, tiny_qwen3  # noqa: E402
-from grpo_ba_kit.toy_tasks import make_problems  # noqa: E402
-from grpo_ba_kit.verifier import verify  # noqa: E402
+from grpo_ba_lab.plumbing.lm_setup import Task, char_tokenizer, tiny_qwen3  # noqa: E402
+from toy_tasks import make_problems  # noqa: E402
+from verifier import verify  # noqa: E402
 
 
 def verifier_reward(completions, answer, **kwargs):

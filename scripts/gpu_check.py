@@ -1,5 +1,5 @@
 """GPU check: GRPO steps of grpo_ba.py on a model of Qwen3-1.7B's real shape, each
-rollout engine side by side (grpo_ba_kit/plumbing/rollout_engines.py, docs/gpu-rollouts.md).
+rollout engine side by side (grpo_ba_lab/plumbing/rollout_engines.py, docs/gpu-rollouts.md).
 
 Random weights from the config (no hub access), the preset's batch (P x G = 8 x 8),
 completions of about 1,000 tokens, the qwen3-1.7b preset (bf16, activation
@@ -23,7 +23,7 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen3Config
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import grpo_ba  # noqa: E402
-from grpo_ba_kit.plumbing import rollout_engines  # noqa: E402
+from grpo_ba_lab.plumbing import rollout_engines  # noqa: E402
 
 QWEN3_1_7B = dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
                   num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
@@ -77,7 +77,7 @@ def main():
     n_params = sum(p.numel() for p in policy.parameters())
     getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()   # as lm_setup.build
     if args.lora_rank:                             # the 7B preset: adapters train, the base is frozen in bf16 (as train())
-        from grpo_ba_kit.plumbing import lora
+        from grpo_ba_lab.plumbing import lora
         policy = lora.add_adapters(policy, args, device)
     trainable = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.0)

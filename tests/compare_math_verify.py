@@ -1,4 +1,4 @@
-"""How often does Hugging Face's math-verify agree with grpo_ba_kit/verifier.py on the case table?
+"""How often does Hugging Face's math-verify agree with verifier.py on the case table?
 
     python tests/compare_math_verify.py            # agreement, by kind, and every difference
 
@@ -17,7 +17,7 @@ import warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from grpo_ba_kit.verifier import verify  # noqa: E402
+from verifier import verify  # noqa: E402
 from verifier_cases import CASES  # noqa: E402
 
 
@@ -49,8 +49,8 @@ def main() -> int:
     agree = sum(ours == theirs for *_, ours, theirs in rows)
     ours_right = sum(ours == expected for _, _, _, expected, ours, _ in rows)
     theirs_right = sum(theirs == expected for _, _, _, expected, _, theirs in rows)
-    print(f"{len(rows)} cases: math-verify agrees with grpo_ba_kit/verifier.py on {agree} ({agree / len(rows):.1%}); "
-          f"matches the table's expected score: grpo_ba_kit/verifier.py {ours_right}, math-verify {theirs_right}")
+    print(f"{len(rows)} cases: math-verify agrees with verifier.py on {agree} ({agree / len(rows):.1%}); "
+          f"matches the table's expected score: verifier.py {ours_right}, math-verify {theirs_right}")
     by_kind = collections.defaultdict(lambda: [0, 0])
     for kind, *_, ours, theirs in rows:
         by_kind[kind][0] += ours == theirs
@@ -59,7 +59,7 @@ def main() -> int:
     for kind, completion, gold, expected, ours, theirs in rows:
         if ours != theirs:
             print(f"  [{kind}] {completion!r} vs gold {gold!r}: expected {expected:.0f}, "
-                  f"grpo_ba_kit/verifier.py {ours:.0f}, math-verify {theirs:.0f}")
+                  f"verifier.py {ours:.0f}, math-verify {theirs:.0f}")
     return 0
 
 

@@ -32,7 +32,7 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny Qwen3 and a tokenizer with a chat template, saved like a hub checkpoint."""
-    from grpo_ba_kit.plumbing.lm_setup import char_tokenizer, tiny_qwen3
+    from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3
     path = tmp_path_factory.mktemp("tiny_qwen3")
     tokenizer = char_tokenizer(
         "0123456789+-*/=~?. abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\\{}()[]:,\n<|>_")

@@ -13,7 +13,7 @@ import grpo_ba
 import grpo_ba_args
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ["the run", "GRPO (docs/method.md §1)", "the toy task (grpo_ba_kit/toy_tasks/)", "evaluation, logging and checkpoints",
+SECTIONS = ["the run", "GRPO (docs/method.md §1)", "the toy task (toy_tasks/)", "evaluation, logging and checkpoints",
             "a real model (docs/real-models-gpu.md)", "the machine"]
 HELP_MAX_LINES = 150
 
@@ -67,7 +67,7 @@ def test_help_shows_defaults_without_glitches(help_text):
 
 
 def test_help_names_the_study_commands_and_hides_their_old_flags(help_text):
-    assert "python -m grpo_ba_kit.analysis.sweep" in help_text and "grpo_ba_kit.analysis.regime_map" in help_text
+    assert "python -m grpo_ba_lab.analysis.sweep" in help_text and "grpo_ba_lab.analysis.regime_map" in help_text
     assert "--sweep" not in help_text and "--plot-only" not in help_text and "--regime-map" not in help_text
 
 
@@ -80,15 +80,15 @@ def test_each_old_study_flag_answers_in_one_line_with_its_new_command(name, caps
     flag = "--" + name.replace("_", "-")
     assert grpo_ba.main([flag, "x"] if name not in ("sweep", "regime_map") else [flag]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and flag in err and "python -m grpo_ba_kit.analysis." in err, err
+    assert len(err.splitlines()) == 1 and flag in err and "python -m grpo_ba_lab.analysis." in err, err
     assert grpo_ba_args.MOVED[name] in err
 
 
-@pytest.mark.parametrize("module", ["grpo_ba_kit.analysis.sweep", "grpo_ba_kit.analysis.regime_map", "grpo_ba_kit.analysis.report", "grpo_ba_kit.analysis.diagnose"])
+@pytest.mark.parametrize("module", ["grpo_ba_lab.analysis.sweep", "grpo_ba_lab.analysis.regime_map", "grpo_ba_lab.analysis.report", "grpo_ba_lab.analysis.diagnose"])
 def test_each_study_command_runs_as_python_m_and_lists_its_own_flags(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    own = {"grpo_ba_kit.analysis.sweep": "--seeds", "grpo_ba_kit.analysis.regime_map": "--map-gap-sizes", "grpo_ba_kit.analysis.report": "--figures-dir",
-           "grpo_ba_kit.analysis.diagnose": "--adv-scale"}
+    own = {"grpo_ba_lab.analysis.sweep": "--seeds", "grpo_ba_lab.analysis.regime_map": "--map-gap-sizes", "grpo_ba_lab.analysis.report": "--figures-dir",
+           "grpo_ba_lab.analysis.diagnose": "--adv-scale"}
     assert own[module] in result.stdout

@@ -1,5 +1,5 @@
-"""completions.jsonl (grpo_ba_kit/plumbing/completions.py) round-trips through the diagnosis
-(grpo_ba_kit/analysis/diagnose.py), whole and step by step, from Python and `python -m grpo_ba_kit.analysis.diagnose`."""
+"""completions.jsonl (grpo_ba_lab/plumbing/completions.py) round-trips through the diagnosis
+(grpo_ba_lab/analysis/diagnose.py), whole and step by step, from Python and `python -m grpo_ba_lab.analysis.diagnose`."""
 import json
 import os
 import subprocess
@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from grpo_ba_kit.analysis import diagnose
-from grpo_ba_kit.plumbing import completions
+from grpo_ba_lab.analysis import diagnose
+from grpo_ba_lab.plumbing import completions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Three steps of P = 2 prompts x G = 4: wrong answers long at step 0, the gap closing later.
@@ -76,7 +76,7 @@ def test_each_step_reads_as_its_own_batch(tmp_path):
 def test_the_command_line_prints_the_step_table_and_draws_the_figure(tmp_path):
     path = write_completions(tmp_path / "c.jsonl")
     png = tmp_path / "figs" / "bias.png"
-    done = subprocess.run([sys.executable, "-m", "grpo_ba_kit.analysis.diagnose", path, "--adv-scale", "none", "--figure", str(png)],
+    done = subprocess.run([sys.executable, "-m", "grpo_ba_lab.analysis.diagnose", path, "--adv-scale", "none", "--figure", str(png)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "MPLBACKEND": "Agg"})
     assert done.returncode == 0, done.stderr
@@ -95,7 +95,7 @@ def test_help_names_the_options(capsys):
         diagnose.main(["--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    assert "python -m grpo_ba_kit.analysis.diagnose" in text and "--adv-scale {std,none}" in text and "--figure PNG" in text
+    assert "python -m grpo_ba_lab.analysis.diagnose" in text and "--adv-scale {std,none}" in text and "--figure PNG" in text
 
 
 @pytest.mark.parametrize("text, words", [

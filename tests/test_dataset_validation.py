@@ -6,8 +6,8 @@ import json
 import pytest
 
 import grpo_ba
-from grpo_ba_kit.plumbing import real_data
-from grpo_ba_kit import verifier
+from grpo_ba_lab.plumbing import real_data
+import verifier
 from grpo_ba import main
 
 GOOD = [json.dumps({"prompt": f"{a}+{b}", "answer": str(a + b)}) for a in range(1, 4) for b in range(1, 4)]

@@ -1,4 +1,4 @@
-"""--design: a toy design's flags become grpo_ba.py's defaults (grpo_ba_kit/toy_tasks/designs.py);
+"""--design: a toy design's flags become grpo_ba.py's defaults (toy_tasks/designs.py);
 the demo runs design `demo`, everything else the plain toy unless told otherwise."""
 import dataclasses
 import json
@@ -7,10 +7,10 @@ import os
 import pytest
 
 import grpo_ba
-from grpo_ba_kit.analysis import report, sweep
+from grpo_ba_lab.analysis import report, sweep
 from grpo_ba import main, parse_args
 from grpo_ba_args import parse_command
-from grpo_ba_kit.toy_tasks import designs
+from toy_tasks import designs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -118,7 +118,7 @@ RULES = ("token", "sequence", "balanced")
 
 
 def _design_run(root, name, rule, seed, accuracies, threads=None, capability=None, **changes):
-    """A finished run of design `name` as `python -m grpo_ba_kit.analysis.sweep --design` writes it: args.json with the
+    """A finished run of design `name` as `python -m grpo_ba_lab.analysis.sweep --design` writes it: args.json with the
     design's flags, metrics whose last line is the evaluation after the last update, run.json."""
     variant = designs.VARIANTS[designs.variant_of(name, seed) or "native-2t"]
     args = dataclasses.asdict(parse_args(["--design", name, "--aggregator", rule, "--seed", str(seed)]))
@@ -198,7 +198,7 @@ def _unfinished(root):
     (_foreign, "a run of design 'plain'"), (_other_steps, "--steps 200 where the design has 300"),
     (_wrong_variant, "asks 1 and 'default'"), (_unfinished, "no evaluation after its last update")])
 def test_the_report_refuses_a_missing_extra_duplicated_foreign_or_unfinished_run_naming_it(damage, words, tmp_path):
-    from grpo_ba_kit.analysis import toy_consequences as tc
+    from grpo_ba_lab.analysis import toy_consequences as tc
     _all_runs(tmp_path)
     damage(tmp_path)
     with pytest.raises(ValueError, match="exactly its registered runs") as refused:
@@ -210,7 +210,7 @@ def test_the_report_refuses_a_missing_extra_duplicated_foreign_or_unfinished_run
 
 
 def test_a_claim_holds_only_if_the_pooled_interval_excludes_0_and_both_variants_agree(tmp_path):
-    from grpo_ba_kit.analysis import toy_consequences as tc
+    from grpo_ba_lab.analysis import toy_consequences as tc
     # balanced - token: +0.1 on native-2t's seeds, -0.01 on default-1t's: pooled > 0 with an interval above 0?
     split = lambda rule, seed: 0.1 + (0.0 if rule != "balanced" else (0.1 + seed / 1000 if seed < 33 else -0.01))
     _all_runs(tmp_path, gain=split)
@@ -226,7 +226,7 @@ def test_a_claim_holds_only_if_the_pooled_interval_excludes_0_and_both_variants_
 # ------------------------------------------------------------------ the demo's shipped warm-up
 
 STEP0_SCRIPT = ("import json, sys, torch; torch.set_num_threads(int(sys.argv[1])); "
-                "from grpo_ba_kit.analysis import toy_consequences as tc; "
+                "from grpo_ba_lab.analysis import toy_consequences as tc; "
                 "print(torch.backends.cpu.get_cpu_capability()); "
                 "print(json.dumps(tc.step0_statistics('demo', sys.argv[2], seed=20)))")
 
@@ -253,7 +253,7 @@ def test_the_shipped_demo_warmup_gives_the_registered_step0_statistics_on_any_ke
 
 
 def test_a_changed_shipped_warmup_is_refused_by_its_hash(tmp_path):
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     path, sha256 = designs.shipped_warmup("demo", 20)
     assert lm_setup.file_sha256(path) == sha256
     changed = tmp_path / "demo-s20.safetensors"
@@ -265,7 +265,7 @@ def test_a_changed_shipped_warmup_is_refused_by_its_hash(tmp_path):
 
 
 def test_the_demo_starts_from_the_shipped_warmup_unless_its_toy_changes_or_scratch_is_asked(monkeypatch):
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     trained = []
     monkeypatch.setattr(lm_setup, "load_or_warmup_toy", lambda cache, world, steps, seed, log: trained.append(
         (steps, seed, world.spread_size)) or (None, None, {"source": "trained"}))
@@ -283,8 +283,8 @@ def test_the_demo_starts_from_the_shipped_warmup_unless_its_toy_changes_or_scrat
 def test_the_from_scratch_path_writes_a_warmup_file_the_loader_accepts(tmp_path, monkeypatch):
     import torch
 
-    from grpo_ba_kit.plumbing import lm_setup
-    from grpo_ba_kit.toy_tasks import shipped_warmups
+    from grpo_ba_lab.plumbing import lm_setup
+    from toy_tasks import shipped_warmups
     tokenizer = lm_setup.char_tokenizer()
     model = lm_setup.tiny_qwen3(tokenizer, seed=3)                # stands in for the 1000-step warm-up
     monkeypatch.setattr(lm_setup, "warmup_toy_model", lambda world, steps, seed, log: (model, tokenizer, 0.0))
@@ -325,7 +325,7 @@ def test_the_last_evaluation_measures_the_policy_after_the_last_update(tmp_path,
     # the final accuracy is that of the checkpoint's weights, the policy after all 3 updates
     import torch
 
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     args = parse_args(TINY + ["--aggregator", "balanced", "--steps", "3"])
     policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
     policy.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
@@ -335,7 +335,7 @@ def test_the_last_evaluation_measures_the_policy_after_the_last_update(tmp_path,
 def test_a_run_that_lost_its_final_evaluation_is_unfinished_for_the_sweep_as_for_the_report(tmp_path):
     """Every step logged but not the evaluation after the last update (a kill between the
     two lines): the sweep must not skip as finished a run the design's report refuses."""
-    from grpo_ba_kit.plumbing import run_io
+    from grpo_ba_lab.plumbing import run_io
     run = _design_run(tmp_path, "loop-gap", "token", 30, [0.4, 0.5, 0.6])
     steps = json.loads((run / "args.json").read_text())["steps"]
     every_step = "".join(json.dumps({"step": s, "accuracy": 0.5}) + "\n" for s in range(steps))

@@ -1,11 +1,11 @@
-"""The diagnosis of a rollouts file (grpo_ba_kit/analysis/diagnose.py) against a computation in plain Python."""
+"""The diagnosis of a rollouts file (grpo_ba_lab/analysis/diagnose.py) against a computation in plain Python."""
 import json
 import random
 import statistics
 
 import pytest
 
-from grpo_ba_kit.analysis import diagnose
+from grpo_ba_lab.analysis import diagnose
 
 # Long wrong answers: three prompts of G = 4 with 2, 1 and 3 right answers (reward 1).
 LONG_WRONG = [("a", 1, 6), ("a", 0, 19), ("a", 1, 5), ("a", 0, 23),
@@ -21,7 +21,7 @@ def write_rollouts(path, rows):
 
 
 def run_diagnose(capsys, *argv):
-    code = diagnose.main(list(argv))                  # python -m grpo_ba_kit.analysis.diagnose ARGV
+    code = diagnose.main(list(argv))                  # python -m grpo_ba_lab.analysis.diagnose ARGV
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -14,7 +14,7 @@ verl = pytest.importorskip("verl", reason="verl is optional: pip install -r requ
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
-import grpo_ba_kit.integrations.verl_balanced as vb  # noqa: E402
+import grpo_ba_lab.integrations.verl_balanced as vb  # noqa: E402
 from grpo_ba import aggregate_balanced, clipped_token_loss  # noqa: E402
 
 EPS_LOW, EPS_HIGH, C = 0.2, 0.28, 3.0

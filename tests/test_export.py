@@ -1,4 +1,4 @@
-"""A run's policy leaves in Hugging Face format (grpo_ba_kit/plumbing/export.py): reloaded with
+"""A run's policy leaves in Hugging Face format (grpo_ba_lab/plumbing/export.py): reloaded with
 transformers (and PEFT under LoRA), it gives the trainer's log-probabilities."""
 import dataclasses
 import json
@@ -10,8 +10,8 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import grpo_ba
-from grpo_ba_kit.plumbing import export, lm_setup, lora
-from grpo_ba_kit.plumbing.errors import SetupError
+from grpo_ba_lab.plumbing import export, lm_setup, lora
+from grpo_ba_lab.plumbing.errors import SetupError
 
 CARD = {"rule": "balanced", "steps": 3, "data": "toy", "heldout_accuracy": 0.625, "accuracy_step": 2,
         "command": "python grpo_ba.py --aggregator balanced --steps 3", "group_size": 4, "lr": 1e-4}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_kit.plumbing import chat_template, lm_setup, lora
+from grpo_ba_lab.plumbing import chat_template, lm_setup, lora
 from grpo_ba import main
 
 

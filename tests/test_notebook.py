@@ -22,7 +22,7 @@ def test_notebook_is_committed_without_outputs():
 
 def test_notebook_imports_the_project_and_never_redefines_its_functions():
     import grpo_ba
-    from grpo_ba_kit.analysis import plots
+    from grpo_ba_lab.analysis import plots
     project = {name for module in (grpo_ba, plots) for name in vars(module) if callable(getattr(module, name))}
     sources = "\n".join(cell.source for cell in load().cells if cell.cell_type == "code")
     assert "import grpo_ba" in sources and "import plots" in sources

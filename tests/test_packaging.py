@@ -9,9 +9,8 @@ import tomllib
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NOT_INSTALLED = {"exercises",            # a student's working copy, checked from the clone
-                 "verifier", "toy_tasks"}  # a clone's doors into grpo_ba_kit (grpo_ba_kit/__init__.py)
-INSTALLED_NAMES = {"grpo_ba", "grpo_ba_args", "grpo_ba_kit"}
+NOT_INSTALLED = {"exercises"}            # a student's working copy, checked from the clone
+INSTALLED_NAMES = {"grpo_ba", "grpo_ba_args", "verifier", "verifier_grammar", "toy_tasks", "grpo_ba_lab"}
 
 
 def pyproject():
@@ -24,18 +23,18 @@ def requirement_lines(name):
         return sorted("".join(line.split("#")[0].split()) for line in f if line.split("#")[0].strip())
 
 
-def test_every_top_level_module_but_the_doors_is_installed():
+def test_every_top_level_module_but_the_exercises_is_installed():
     files = {name[:-3] for name in os.listdir(ROOT) if name.endswith(".py") and name not in ("setup.py", "conftest.py")}
     assert sorted(pyproject()["tool"]["setuptools"]["py-modules"]) == sorted(files - NOT_INSTALLED)
 
 
-def test_every_package_of_grpo_ba_kit_is_installed_and_nothing_else():
+def test_toy_tasks_and_every_package_of_grpo_ba_lab_are_installed_and_nothing_else():
     packages = {os.path.relpath(folder, ROOT).replace(os.sep, ".") for folder, _, names in os.walk(ROOT)
                 if "__init__.py" in names and ".git" not in folder.split(os.sep)}
     top = {p for p in packages if "." not in p and not p.startswith("tests")}
-    assert top - NOT_INSTALLED == {"grpo_ba_kit"}, top
+    assert top - NOT_INSTALLED == {"grpo_ba_lab", "toy_tasks"}, top
     assert sorted(pyproject()["tool"]["setuptools"]["packages"]) == sorted(p for p in packages
-                                                                          if p.startswith("grpo_ba_kit"))
+                                                                          if p.split(".")[0] in top - NOT_INSTALLED)
 
 
 def installed_top_level_names(site_packages, dist_info):
@@ -65,23 +64,23 @@ def test_installing_into_a_new_venv_adds_only_grpo_ba_names_and_works_outside_th
     assert installed_top_level_names(site, dist_info[0]) == INSTALLED_NAMES
     # Outside the clone, with the installed files on the path (the dependencies come from this interpreter):
     # the package, its shipped warm-up and the integrations' import load; the generic names do not exist.
-    code = ("import grpo_ba, grpo_ba_kit, grpo_ba_kit.integrations.trl_balanced as trl\n"
-            "from grpo_ba_kit.toy_tasks import designs\n"
-            "from grpo_ba_kit.verifier import verify\n"
+    code = ("import grpo_ba, grpo_ba_lab, grpo_ba_lab.integrations.trl_balanced as trl\n"
+            "from toy_tasks import designs\n"
+            "from verifier import verify\n"
             "import os, importlib.util\n"
             "path, _ = designs.shipped_warmup('demo', 20)\n"
-            "print(grpo_ba_kit.__file__.startswith(os.environ['SITE']), os.path.isfile(path), verify('\\\\boxed{7/2}', '3.5'),\n"
+            "print(grpo_ba_lab.__file__.startswith(os.environ['SITE']), os.path.isfile(path), verify('\\\\boxed{7/2}', '3.5'),\n"
             "      [n for n in ('analysis', 'plumbing', 'integrations', 'verifier', 'toy_tasks')\n"
-            "       if importlib.util.find_spec(n) is not None])\n")
+            "       if importlib.util.find_spec(n) is not None and n in ('analysis', 'plumbing', 'integrations')])\n")
     env = {**os.environ, "PYTHONPATH": site, "SITE": site}
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["True", "True", "1.0", "[]"], result.stdout
     for command, expected in ((["-m", "grpo_ba", "--help"], "python grpo_ba.py"),
-                              (["-m", "grpo_ba_kit.analysis.diagnose", "--help"], "--adv-scale"),
-                              (["-m", "grpo_ba_kit.verifier", "Answer: 7/2", "3.5"], "1\n"),
-                              (["-m", "grpo_ba_kit.toy_tasks", "--problems", "1"], "design demo")):
+                              (["-m", "grpo_ba_lab.analysis.diagnose", "--help"], "--adv-scale"),
+                              (["-m", "verifier", "Answer: 7/2", "3.5"], "1\n"),
+                              (["-m", "toy_tasks", "--problems", "1"], "design demo")):
         shown = subprocess.run([sys.executable, *command], cwd=tmp_path, capture_output=True, text=True, env=env,
                                timeout=300)
         assert shown.returncode == 0 and expected in shown.stdout, (command, shown.stderr[-2000:])

@@ -1,9 +1,9 @@
-"""Paired comparison of rules over seeds (grpo_ba_kit/analysis/paired_stats.py) on hand-made numbers."""
+"""Paired comparison of rules over seeds (grpo_ba_lab/analysis/paired_stats.py) on hand-made numbers."""
 import math
 
 import pytest
 
-from grpo_ba_kit.analysis.paired_stats import (accuracy_area, accuracy_gain, late_reward, paired_difference, paired_rows,
+from grpo_ba_lab.analysis.paired_stats import (accuracy_area, accuracy_gain, late_reward, paired_difference, paired_rows,
                           paired_table, regime_stats, t_critical)
 
 

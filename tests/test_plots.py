@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from grpo_ba_kit.analysis import plots
+from grpo_ba_lab.analysis import plots
 
 from conftest import forced_kernels
 
@@ -79,7 +79,7 @@ def test_every_figure_function_writes_a_nonempty_png(tmp_path):
 
 def test_python_m_analysis_report_redraws_from_saved_metrics_without_training(tmp_path):
     fake_run(tmp_path, "variance", "balanced", 0, [0.5, 0.7], [0.0, 0.0], 8, 8)
-    result = subprocess.run([sys.executable, "-m", "grpo_ba_kit.analysis.report", str(tmp_path)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "grpo_ba_lab.analysis.report", str(tmp_path)], cwd=REPO,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "training_variance.png").exists() and (tmp_path / "table.md").exists()

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_kit.plumbing import chat_template, gguf_models, lm_setup
+from grpo_ba_lab.plumbing import chat_template, gguf_models, lm_setup
 from grpo_ba import main
-from grpo_ba_kit.verifier import verify
+from verifier import verify
 
 SMOLLM2 = gguf_models.smollm2_gguf()
 HAS_GGUF = importlib.util.find_spec("gguf") is not None

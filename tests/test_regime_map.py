@@ -5,8 +5,8 @@ import os
 import pytest
 
 import grpo_ba
-from grpo_ba_kit.analysis import regime_map, report
-from grpo_ba_kit.analysis.regime_map import Cell, build_grid, cell_summary, run_plan, winner
+from grpo_ba_lab.analysis import regime_map, report
+from grpo_ba_lab.analysis.regime_map import Cell, build_grid, cell_summary, run_plan, winner
 
 
 def test_grid_builder_makes_every_gap_spread_pair_once():

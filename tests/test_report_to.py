@@ -1,11 +1,11 @@
-"""--report-to (grpo_ba_kit/plumbing/report_to.py): a dashboard gets the metrics of metrics.jsonl,
+"""--report-to (grpo_ba_lab/plumbing/report_to.py): a dashboard gets the metrics of metrics.jsonl,
 read back from TensorBoard's own event files; a missing backend is one line."""
 import math
 
 import pytest
 
-from grpo_ba_kit.plumbing import report_to, run_io
-from grpo_ba_kit.plumbing.errors import SetupError
+from grpo_ba_lab.plumbing import report_to, run_io
+from grpo_ba_lab.plumbing.errors import SetupError
 
 # Steps as grpo_step writes them: floats, ints, an accuracy only on eval steps, None (no
 # positive response), NaN (written as null), and a benchmark's accuracy.

@@ -65,10 +65,9 @@ def test_the_patterns_catch_what_they_are_for():
 # ------------------------------------------------------------------ one page, a layout by role
 
 README_MAX_LINES = 250
-TOP_LEVEL_MODULES_MAX = 3
-PACKAGES = ("grpo_ba_kit", "grpo_ba_kit/plumbing", "grpo_ba_kit/analysis", "grpo_ba_kit/integrations",
-            "grpo_ba_kit/toy_tasks", "toy_tasks")
-DOORS = ("verifier", "toy_tasks", "toy_tasks.__main__")   # a clone's short ways into grpo_ba_kit, not installed
+TOP_LEVEL_MODULES_MAX = 4
+PACKAGES = ("grpo_ba_lab", "grpo_ba_lab/plumbing", "grpo_ba_lab/analysis", "grpo_ba_lab/integrations",
+            "toy_tasks")
 
 
 def test_the_readme_is_one_page():
@@ -107,7 +106,7 @@ def _imports(tree, known, skip=lambda node: False):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in known)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:                       # `from grpo_ba_kit.plumbing import run_io` imports a module
+            for alias in node.names:                       # `from grpo_ba_lab.plumbing import run_io` imports a module
                 sub = f"{node.module}.{alias.name}"
                 found.add(sub if sub in known else node.module)
         stack.extend(ast.iter_child_nodes(node))
@@ -162,25 +161,17 @@ def test_the_cycle_finder_finds_cycles_through_function_level_imports():
 
 def test_no_import_cycles_among_the_project_modules():
     graph = import_graph(project_modules())
-    assert {"grpo_ba", "grpo_ba_kit.plumbing.lm_setup", "grpo_ba_kit.analysis.plots", *DOORS} <= set(graph)
-    assert "grpo_ba_kit.plumbing.training_run" in graph["grpo_ba"] and "grpo_ba" in graph["grpo_ba_kit.analysis.plots"]   # the graph is real
+    assert {"grpo_ba", "grpo_ba_lab.plumbing.lm_setup", "grpo_ba_lab.analysis.plots", "verifier", "toy_tasks"} <= set(graph)
+    assert "grpo_ba_lab.plumbing.training_run" in graph["grpo_ba"] and "grpo_ba" in graph["grpo_ba_lab.analysis.plots"]   # the graph is real
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
 def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
     graph = import_graph(project_modules())
     for name, imported in graph.items():
-        if name.startswith("grpo_ba_kit.plumbing"):
-            assert not {m for m in imported if m == "grpo_ba" or m.startswith(("grpo_ba_kit.analysis",
-                                                                                 "grpo_ba_kit.integrations"))}, name
-
-
-def test_the_top_level_doors_lead_only_into_grpo_ba_kit_and_nothing_goes_through_them():
-    graph = import_graph(project_modules())
-    for door in DOORS:
-        assert graph[door] and all(m.startswith("grpo_ba_kit") for m in graph[door]), door
-    users = {name for name, imported in graph.items() if name not in DOORS and imported & set(DOORS)}
-    assert users == set(), f"{sorted(users)} import a door; import grpo_ba_kit instead"
+        if name.startswith("grpo_ba_lab.plumbing"):
+            assert not {m for m in imported if m == "grpo_ba" or m.startswith(("grpo_ba_lab.analysis",
+                                                                                 "grpo_ba_lab.integrations"))}, name
 
 
 # ------------------------------------------------------------------ one readable script
@@ -188,8 +179,8 @@ def test_the_top_level_doors_lead_only_into_grpo_ba_kit_and_nothing_goes_through
 SCRIPT_MAX_LINES = 550
 LINE_MAX_CHARS = 100
 TRAIN_MAX_LINES = 40
-SHORT_LINED = ("grpo_ba.py", "grpo_ba_args.py", "grpo_ba_kit/plumbing/training_run.py", "grpo_ba_kit/analysis/sweep.py",
-               "grpo_ba_kit/analysis/report.py", "grpo_ba_kit/__init__.py", "verifier.py", "toy_tasks/__init__.py",
+SHORT_LINED = ("grpo_ba.py", "grpo_ba_args.py", "grpo_ba_lab/plumbing/training_run.py", "grpo_ba_lab/analysis/sweep.py",
+               "grpo_ba_lab/analysis/report.py", "grpo_ba_lab/__init__.py", "verifier.py", "toy_tasks/__init__.py",
                "toy_tasks/__main__.py")
 
 
@@ -226,14 +217,14 @@ def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_wer
             "from transformers.utils import logging\n"
             "from huggingface_hub import utils as hub\n"
             "before = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
-            "import grpo_ba, grpo_ba_args, grpo_ba_kit.analysis.sweep, grpo_ba_kit.analysis.report\n"
-            "for name in ('grpo_ba_kit.integrations.trl_balanced', 'grpo_ba_kit.integrations.verl_balanced'):\n"
+            "import grpo_ba, grpo_ba_args, grpo_ba_lab.analysis.sweep, grpo_ba_lab.analysis.report\n"
+            "for name in ('grpo_ba_lab.integrations.trl_balanced', 'grpo_ba_lab.integrations.verl_balanced'):\n"
             "    try:\n"
             "        importlib.import_module(name)\n"
             "    except ImportError:\n"
             "        pass\n"
             "after = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
-            "from grpo_ba_kit.plumbing import lm_setup\n"
+            "from grpo_ba_lab.plumbing import lm_setup\n"
             "with lm_setup.no_progress_bars():\n"
             "    during = logging.is_progress_bar_enabled()\n"
             "restored = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"

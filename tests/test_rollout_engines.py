@@ -1,4 +1,4 @@
-"""The fast rollout engines (grpo_ba_kit/plumbing/rollout_engines.py) sample what `generate` samples.
+"""The fast rollout engines (grpo_ba_lab/plumbing/rollout_engines.py) sample what `generate` samples.
 
 On a CPU, with a tiny random Qwen3 whose weights are scaled up (peaked, varied outputs:
 some responses end at a stop id, some run to the budget, so stop ids and loss masks are
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_kit.plumbing import lm_setup, rollout_engines
+from grpo_ba_lab.plumbing import lm_setup, rollout_engines
 
 from conftest import forced_kernels
 
@@ -199,7 +199,7 @@ def test_lora_adapters_sample_as_generate_under_bf16_autocast(toy):
     """LoRA (peft) over a frozen bf16 base, as the 7B preset: the sampler shares the base
     and casts only the float32 adapters; the static engine gives generate's greedy tokens."""
     pytest.importorskip("peft")
-    from grpo_ba_kit.plumbing import lora
+    from grpo_ba_lab.plumbing import lora
     _, tokenizer = toy
     args = grpo_ba.parse_args(["--lora-rank", "4", "--dtype", "bfloat16"])
     policy = lora.add_adapters(peaked_tiny_qwen3(tokenizer, seed=1), args, "cpu").eval()

@@ -1,4 +1,4 @@
-"""--config FILE and provenance in run.json (grpo_ba_kit/plumbing/run_config.py)."""
+"""--config FILE and provenance in run.json (grpo_ba_lab/plumbing/run_config.py)."""
 import dataclasses
 import json
 import os
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_kit.plumbing import run_config
-from grpo_ba_kit.plumbing.run_config import ConfigError
+from grpo_ba_lab.plumbing import run_config
+from grpo_ba_lab.plumbing.run_config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_kit.analysis import diagnose
+from grpo_ba_lab.analysis import diagnose
 from grpo_ba import Args, main, parse_args, token_logprobs, train
-from grpo_ba_kit.plumbing import lm_setup, report_to, run_io
-from grpo_ba_kit.plumbing.training_run import TrainingRun
+from grpo_ba_lab.plumbing import lm_setup, report_to, run_io
+from grpo_ba_lab.plumbing.training_run import TrainingRun
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -126,7 +126,7 @@ def test_completions_jsonl_of_a_run_round_trips_through_the_step_by_step_diagnos
             assert s[f"pos_share_{rule}"] == pytest.approx(m[f"pos_share_{rule}"], abs=1e-6), rule
         for key in ("len_pos", "len_neg"):
             assert s[key] == pytest.approx(m[key]) if m[key] is not None else True
-    done = subprocess.run([sys.executable, "-m", "grpo_ba_kit.analysis.diagnose", path], cwd=REPO, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "grpo_ba_lab.analysis.diagnose", path], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "step by step" in done.stdout
@@ -216,7 +216,7 @@ def test_a_missing_device_fails_in_one_line_before_any_directory(tmp_path, capsy
 
 
 def test_a_sweep_of_one_rule_is_refused_in_one_line(tmp_path, capsys):
-    from grpo_ba_kit.analysis import sweep
+    from grpo_ba_lab.analysis import sweep
     assert sweep.main(["--aggregator", "token", "--output-dir", str(tmp_path / "sweep")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--aggregator token" in err[0] and "grpo_ba.py" in err[0]
@@ -224,7 +224,7 @@ def test_a_sweep_of_one_rule_is_refused_in_one_line(tmp_path, capsys):
 
 
 def test_multi_run_progress_counts_runs_and_estimates_time_left():
-    from grpo_ba_kit.analysis.sweep import Progress
+    from grpo_ba_lab.analysis.sweep import Progress
     lines = []
     progress = Progress(3, lines.append)
     progress.next("a", skipped=True)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_kit.analysis import report
-from grpo_ba_kit.plumbing import run_io
+from grpo_ba_lab.analysis import report
+from grpo_ba_lab.plumbing import run_io
 from grpo_ba import Args, main, train
 from test_training import tiny_args as training_tiny_args
 
@@ -133,7 +133,7 @@ def test_resume_refuses_a_damaged_or_foreign_checkpoint_and_changes_nothing(dama
 
 
 def test_resume_refuses_a_checkpoint_of_a_differently_shaped_model(fake_run, capsys):
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     path = os.path.join(fake_run, "checkpoint.pt")
     other = lm_setup.tiny_qwen3(lm_setup.char_tokenizer(), hidden=32)     # the toy's warm-up model has 64
     run_io.save_checkpoint(path, other, torch.optim.AdamW(other.parameters()), step=0)
@@ -147,7 +147,7 @@ def test_lora_adapter_checkpoints_are_checked_like_full_weights(tmp_path):
     """The check compares whatever policy.state_dict() holds, so a PEFT policy's
     adapters (and their rank) are checked too."""
     peft = pytest.importorskip("peft")
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
 
     def lora_policy(rank):
         base = lm_setup.tiny_qwen3(lm_setup.char_tokenizer())
@@ -255,7 +255,7 @@ def test_the_report_draws_a_run_with_a_torn_last_line_and_refuses_a_corrupt_midd
     capsys.readouterr()
     assert report.main([str(tmp_path / "bad")]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and err[0].startswith("grpo_ba_kit.analysis.report: error:"), err
+    assert len(err) == 1 and err[0].startswith("grpo_ba_lab.analysis.report: error:"), err
     assert "metrics.jsonl" in err[0] and "line 2" in err[0]
 
 
@@ -305,7 +305,7 @@ def test_flags_typed_with_the_saved_value_and_machine_flags_are_accepted(tmp_pat
     assert (merged["steps"], merged["threads"], merged["device"], merged["aggregator"]) == (6, 4, "cpu", "token")
     with pytest.raises(run_io.RunError, match="--output-dir"):
         run_io.resumed_args(str(tmp_path), grpo_ba.given_flags(["--output-dir", str(tmp_path / "elsewhere")]), defaults)
-    with pytest.raises(grpo_ba.UsageError, match="python -m grpo_ba_kit.analysis.sweep"):
+    with pytest.raises(grpo_ba.UsageError, match="python -m grpo_ba_lab.analysis.sweep"):
         grpo_ba.given_flags(["--resume", str(tmp_path), "--sweep"])
 
 
@@ -364,7 +364,7 @@ def test_autocast_falls_back_to_float32_with_a_note_where_the_device_lacks_it(mo
 # ------------------------------------------------------------------ the summary table
 
 def test_the_table_prints_a_spread_only_with_two_or_more_seeds():
-    from grpo_ba_kit.analysis import plots
+    from grpo_ba_lab.analysis import plots
     run = lambda acc: [{"step": 0, "accuracy": acc, "reward_mean": 0.5, "len_pos": 5.0, "len_neg": 9.0, "pg_loss": 0.01}]
     one_seed = plots.summary_table({("gap", "balanced"): [run(0.9)]})
     two_seeds = plots.summary_table({("gap", "balanced"): [run(0.9), run(0.8)]})

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_kit.plumbing import chat_template
+from grpo_ba_lab.plumbing import chat_template
 from grpo_ba import AGGREGATORS, aggregation_coefficients, clipped_token_loss, group_advantages, main
 
 from conftest import forced_kernels
@@ -27,7 +27,7 @@ def test_local_model_with_chat_template_trains_two_steps_on_a_local_jsonl(tmp_pa
 
 
 def test_prompts_go_through_the_chat_template_and_ask_for_boxed(tiny_model_dir):
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     tokenizer = lm_setup.load_tokenizer(tiny_model_dir)
     text = chat_template.format_prompt(tokenizer, "What is 2 plus 2?")
     assert text.startswith("<|user|>What is 2 plus 2?") and "\\boxed{}" in text and text.endswith("<|assistant|>")
@@ -36,7 +36,7 @@ def test_prompts_go_through_the_chat_template_and_ask_for_boxed(tiny_model_dir):
 
 
 def test_nested_answer_columns_are_reachable(tmp_path):
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     data = tmp_path / "dapo.jsonl"
     data.write_text("\n".join(json.dumps({"prompt": [{"role": "user", "content": f"q{i}"}],
                                           "reward_model": {"ground_truth": str(i)}}) for i in range(10)))
@@ -98,7 +98,7 @@ def test_a_bf16_step_runs_on_cpu(tmp_path, tiny_model_dir):
 
 
 def test_bf16_compute_keeps_float32_master_weights(tiny_model_dir):
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     policy = lm_setup.load_model(tiny_model_dir)
     args = grpo_ba.parse_args(["--aggregator", "token", "--dtype", "bfloat16"])
     ids = torch.tensor([[5, 6, 7, 8]])

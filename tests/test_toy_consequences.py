@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grpo_ba_kit.analysis import toy_consequences as tc
+from grpo_ba_lab.analysis import toy_consequences as tc
 from grpo_ba import is_eval_step, parse_args
-from grpo_ba_kit.toy_tasks import ToyWorld, make_problems, warmup_corpus
+from toy_tasks import ToyWorld, make_problems, warmup_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,7 +52,7 @@ def test_default_slip_style_keeps_the_tilde_corpus():
 
 
 def test_warmup_cache_key_holds_the_settings_and_the_floating_point_path():
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     world, threads = ToyWorld("gap"), torch.get_num_threads()
     key = lm_setup.warmup_cache_dir("/c", world, 600, 0)
     assert key != lm_setup.warmup_cache_dir("/c", ToyWorld("gap", slip_style="loop"), 600, 0)
@@ -71,7 +71,7 @@ def test_unknown_slip_style_is_refused():
 
 
 def test_slip_style_flag_reaches_the_world():
-    from grpo_ba_kit.plumbing import lm_setup
+    from grpo_ba_lab.plumbing import lm_setup
     assert lm_setup.toy_world(parse_args(["--slip-style", "loop"])).slip_style == "loop"
     assert lm_setup.toy_world(parse_args([])).slip_style == "ramble"
 

@@ -96,8 +96,8 @@ def test_mask_covers_a_sampled_pad_and_stops_after_the_first_eos():
 @pytest.mark.parametrize("case", ["all_right", "all_wrong", "empty", "all_truncated"])
 @pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
 def test_degenerate_batches_give_finite_updates(case, rule, tmp_path, cache_dir):
-    from grpo_ba_kit.plumbing import lm_setup
-    from grpo_ba_kit.toy_tasks import ToyWorld
+    from grpo_ba_lab.plumbing import lm_setup
+    from toy_tasks import ToyWorld
     policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
     args = tiny_args(tmp_path, cache_dir, aggregator=rule)
     prompt = tokenizer(["<bos>12+3+4="] * 8, return_tensors="pt", add_special_tokens=False)
@@ -121,8 +121,8 @@ def test_degenerate_batches_give_finite_updates(case, rule, tmp_path, cache_dir)
 
 
 def test_non_finite_gradients_skip_the_update_and_are_logged(tmp_path, cache_dir, monkeypatch):
-    from grpo_ba_kit.plumbing import lm_setup
-    from grpo_ba_kit.toy_tasks import ToyWorld
+    from grpo_ba_lab.plumbing import lm_setup
+    from toy_tasks import ToyWorld
     policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
     args = tiny_args(tmp_path, cache_dir)
     prompt = tokenizer(["<bos>12+3+4="] * 4, return_tensors="pt", add_special_tokens=False)
@@ -178,8 +178,8 @@ def test_preset_sets_defaults_that_flags_override():
 def test_training_logprobs_match_the_sampling_distribution_under_left_padding(cache_dir):
     """The update must score a response with the distribution that sampled it: same
     positions under left padding, same temperature. A mismatch here fakes off-policy ratios."""
-    from grpo_ba_kit.plumbing import lm_setup
-    from grpo_ba_kit.toy_tasks import ToyWorld
+    from grpo_ba_lab.plumbing import lm_setup
+    from toy_tasks import ToyWorld
     policy, tokenizer, _ = lm_setup.load_or_warmup_toy(cache_dir, ToyWorld("gap"), 300, 0, log=lambda *a: None)
     prompts = ["<bos>12+3+4=", "<bos>57+6+3=57", "<bos>9"]                      # different lengths: left padding
     encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -206,7 +206,7 @@ def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_pa
     saved = json.loads((tmp_path / "gap-balanced-s20" / "args.json").read_text())
     assert (saved["design"], saved["eval_dense_until"], saved["eval_every"]) == ("demo", 10, 5)
     assert (tmp_path / "consequences.md").exists() and (tmp_path / "mechanism.png").exists()
-    assert "`python -m grpo_ba_kit.analysis.sweep --design demo` trains its 6 seeds" in capsys.readouterr().out
+    assert "`python -m grpo_ba_lab.analysis.sweep --design demo` trains its 6 seeds" in capsys.readouterr().out
     for rule in ("token", "sequence", "balanced"):
         assert read_metrics(tmp_path / f"gap-{rule}-s20")[0]["accuracy"] is not None
     firsts = {rule: read_metrics(tmp_path / f"gap-{rule}-s20")[0] for rule in ("token", "sequence", "balanced")}
@@ -215,7 +215,7 @@ def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_pa
 
 
 def test_sweep_covers_both_regimes_and_skips_finished_runs(tmp_path, cache_dir):
-    from grpo_ba_kit.analysis import sweep
+    from grpo_ba_lab.analysis import sweep
     argv = TINY_FLAGS + ["--seeds", "1", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]
     assert sweep.main(argv) == 0
     runs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())

@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer with grpo_ba_kit.integrations.trl_balanced computes exactly aggregate_balanced."""
+"""TRL's GRPOTrainer with grpo_ba_lab.integrations.trl_balanced computes exactly aggregate_balanced."""
 import json
 
 import pytest
@@ -13,9 +13,9 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_token, aggregation_coefficients,  # noqa: E402
                      clipped_token_loss, sign_weights, token_logprobs)
-from grpo_ba_kit.integrations.trl_balanced import (BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics,  # noqa: E402
+from grpo_ba_lab.integrations.trl_balanced import (BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics,  # noqa: E402
                                        balanced_advantages, dump_rollouts)
-from grpo_ba_kit.plumbing.lm_setup import char_tokenizer, tiny_qwen3  # noqa: E402
+from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3  # noqa: E402
 
 
 def odd_length_reward(completions, **kwargs):
@@ -150,7 +150,7 @@ def test_optimizer_step_gradient_composes_with_accumulation_and_steps_per_genera
 
 
 def test_dumped_trl_rollouts_diagnose_to_the_shares_trl_logged(tmp_path):
-    from grpo_ba_kit.analysis import diagnose
+    from grpo_ba_lab.analysis import diagnose
     path = str(tmp_path / "rollouts.jsonl")
     trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path, num_generations=4), max_steps=2)
     trainer.train()

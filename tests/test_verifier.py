@@ -1,4 +1,4 @@
-"""grpo_ba_kit/verifier.py: formats, exact values, and model text that must never run."""
+"""verifier.py: formats, exact values, and model text that must never run."""
 import time
 from fractions import Fraction
 
@@ -6,9 +6,9 @@ import pytest
 import sympy
 from hypothesis import given, settings, strategies as st
 
-from grpo_ba_kit.verifier import extract_answer, parse_gold, parse_value, verify
+from verifier import extract_answer, parse_gold, parse_value, verify
 from verifier_cases import CASES
-from grpo_ba_kit.verifier_parser import AnswerSet, Brackets
+from verifier_grammar import AnswerSet, Brackets
 
 KINDS = ["number", "format", "radical", "pi", "power", "tuple", "interval", "set", "text",
          "degree", "percent", "unit", "thousands", "equation", "polynomial"]

@@ -7,7 +7,7 @@ import time
 import sympy
 import sympy.parsing.sympy_parser
 
-from grpo_ba_kit import verifier
+import verifier
 
 INJECTIONS = ["__import__('os').system('touch {sentinel}')", "open('{sentinel}','w')",
               "lambda: 1", "().__class__.__mro__[1].__subclasses__()", "exec('1')", "eval('2+2')",
@@ -15,7 +15,7 @@ INJECTIONS = ["__import__('os').system('touch {sentinel}')", "open('{sentinel}',
 
 
 class LatexAnswers:
-    """Random answers from the verifier's grammar (grpo_ba_kit/verifier_parser.py): numbers, fractions,
+    """Random answers from the verifier's grammar (verifier_grammar.py): numbers, fractions,
     roots, pi, powers (towers included), tuples, intervals, unions, sets, text, units."""
 
     def __init__(self, rng: random.Random):

@@ -1,4 +1,4 @@
-"""verl's own loss functions with grpo_ba_kit.integrations.verl_balanced compute exactly aggregate_balanced.
+"""verl's own loss functions with grpo_ba_lab.integrations.verl_balanced compute exactly aggregate_balanced.
 
 Everything on the verl side is verl's code: compute_grpo_outcome_advantage, the registry,
 ray_trainer.compute_advantage, compute_policy_loss_vanilla + agg_loss with the
@@ -26,8 +26,8 @@ from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions  # noqa: E402
 from verl.utils.tracking import Tracking  # noqa: E402
 
-import grpo_ba_kit.integrations.verl_balanced as vb  # noqa: E402
-from grpo_ba_kit.analysis.diagnose import bias_metrics  # noqa: E402
+import grpo_ba_lab.integrations.verl_balanced as vb  # noqa: E402
+from grpo_ba_lab.analysis.diagnose import bias_metrics  # noqa: E402
 from grpo_ba import AGGREGATORS, aggregate_balanced, aggregate_token, clipped_token_loss, sign_weights, token_weights  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -324,14 +324,14 @@ def test_verls_compute_advantage_dispatches_to_the_registered_estimator(verl_bas
 
 
 def test_verl_use_external_modules_registers_the_estimator_in_a_fresh_process():
-    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "grpo_ba_kit.integrations.verl_balanced",
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "grpo_ba_lab.integrations.verl_balanced",
            "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
     code = ("import verl; from verl.trainer.ppo.core_algos import get_adv_estimator_fn; "
             "print(get_adv_estimator_fn('grpo_balanced').__module__)")
     result = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "grpo_ba_kit.integrations.verl_balanced"
+    assert result.stdout.strip().splitlines()[-1] == "grpo_ba_lab.integrations.verl_balanced"
 
 
 # =====================================================================================

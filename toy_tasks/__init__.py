@@ -1,15 +1,7 @@
-"""toy_tasks -- the toy arithmetic world, seen from the top of a clone.
+"""The toy world: arithmetic whose right and wrong answers differ in length (arithmetic.py),
+its named designs (designs.py, docs/toy-designs.md) and their shipped warm-ups (warmups/)."""
+from toy_tasks.arithmetic import (GAP_SIGNS, REGIMES, SLIP_STYLES, VOCAB_CHARS, ToyWorld,
+                                  length_stats, make_problems, warmup_corpus)
 
-    python -m toy_tasks                   # a few of the demo's problems, answered the corpus's ways
-    python -m toy_tasks --design loop-gap
-
-The code is grpo_ba_kit/toy_tasks/ (arithmetic.py: the world, worked examples in its
-docstring; designs.py: the named designs of docs/toy-designs.md). This package is not
-installed, so an install adds no name as common as `toy_tasks` (grpo_ba_kit/__init__.py);
-`import toy_tasks` from a clone gives the same objects as `import grpo_ba_kit.toy_tasks`.
-"""
-import grpo_ba_kit.toy_tasks as _package
-from grpo_ba_kit.toy_tasks import *  # noqa: F401,F403  (the package's __all__)
-from grpo_ba_kit.toy_tasks import designs
-
-__all__ = [*_package.__all__, "designs"]
+__all__ = ["GAP_SIGNS", "REGIMES", "SLIP_STYLES", "ToyWorld", "VOCAB_CHARS", "length_stats",
+           "make_problems", "warmup_corpus"]

@@ -1,0 +1,52 @@
+"""grpo_ba_lab/analysis/report.py -- figures and tables from the runs saved under a directory.
+
+    python -m grpo_ba_lab.analysis.report runs/sweep       # training figures, table.md,
+                                                           # paired_differences.md
+    python -m grpo_ba_lab.analysis.report runs/loop-gap    # ... and consequences.md, mechanism.png
+    python -m grpo_ba_lab.analysis.report runs/regime_map  # regime_map.png and regime_map.md
+    python -m grpo_ba_lab.analysis.report runs/sweep --figures-dir assets
+
+It trains nothing: it reads the args.json and metrics.jsonl files that grpo_ba.py, the
+demo, `python -m grpo_ba_lab.analysis.sweep` and `python -m grpo_ba_lab.analysis.regime_map`
+write, and draws what those commands draw when they finish. (The analytic figures, which
+need no runs: `python -m grpo_ba_lab.analysis.plots --analytic DIR`.)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from grpo_ba_args import run_command
+from grpo_ba_lab.analysis import plots, regime_map, toy_consequences
+
+
+def report(runs_dir: str, figures_dir: str = "", log=print, seeds=None) -> str:
+    """Draw everything the runs under `runs_dir` allow (a design's report: only `seeds`, if
+    given, as the demo's one seed); returns their toy design's name ('' if none)."""
+    if os.path.exists(os.path.join(runs_dir, regime_map.INDEX_FILE)):
+        regime_map.report(runs_dir, figures_dir or None, log)
+        return ""
+    design = toy_consequences.saved_design(runs_dir)     # a design's runs: its paired report too
+    # exactly the design's registered runs, checked before anything is drawn from them
+    checked = toy_consequences.design_runs(runs_dir, design, seeds) if design else None
+    plots.report(runs_dir, figures_dir or None, log)
+    if design:
+        toy_consequences.report(runs_dir, figures_dir or runs_dir, title=f"Design {design}:",
+                                log=log, seeds=seeds, checked=checked)
+    return design
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grpo_ba_lab.analysis.report",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs_dir", metavar="RUNS_DIR", help="runs under it, searched recursively")
+    parser.add_argument("--figures-dir", default="", help="where figures go (default: RUNS_DIR)")
+    options = parser.parse_args(argv)
+    def command():
+        report(options.runs_dir, options.figures_dir)
+    return run_command("grpo_ba_lab.analysis.report", command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

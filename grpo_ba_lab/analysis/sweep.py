@@ -1,0 +1,185 @@
+"""grpo_ba_lab/analysis/sweep.py -- the three rules compared: the demo, and a sweep over seeds.
+
+    python grpo_ba.py                                          # the demo (it calls `demo` below)
+    python -m grpo_ba_lab.analysis.sweep                       # 2 regimes x 3 rules x --seeds seeds
+    python -m grpo_ba_lab.analysis.sweep --design loop-gap     # a design's seeds x 3 rules, paired
+    python -m grpo_ba_lab.analysis.sweep --seeds 3 --steps 200 # any training flag of grpo_ba.py
+
+Both train one run directory per (regime, rule, seed) with grpo_ba.train, from the same
+warmed-up weights, one run after another (the two vCPUs behave like one core), then
+draw the figures and tables of grpo_ba_lab/analysis/report.py (for a toy design also its
+paired report and mechanism figure). A sweep run again skips its finished runs and resumes
+those with a checkpoint.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import grpo_ba
+from grpo_ba_lab.analysis import report
+from grpo_ba_args import RULES, UsageError, arg, check_args, parse_command, run_command
+from grpo_ba_lab.plumbing import run_io
+from toy_tasks import designs
+
+
+@dataclass
+class SweepOptions:
+    seeds: int = arg(5, "seeds per (regime, rule); with --design the design's own seeds instead; "
+                        "rules are compared paired by seed", section="the sweep")
+    variant: str = arg("", "with --design: only the seeds of this machine variant "
+                           "(toy_tasks/designs.py; default: all)")
+    figures_dir: str = arg("", "where figures and tables go (default: the runs directory)")
+
+
+def run_demo(args, log=print) -> str:
+    """The three rules from the same starting weights and seed (the warmed-up toy, or
+    --model as loaded), one run directory each; returns their parent directory."""
+    label = run_io.run_label(dataclasses.asdict(args))              # the toy's regime, or the model
+    if args.model:
+        base = args.output_dir or os.path.join("runs", label)
+    else:                                # a design's demo is seed 0 of its sweep, in the same place
+        named = args.design in designs.DESIGNS and args.design != designs.DEMO
+        base = args.output_dir or (f"runs/{args.design}" if named else "runs/demo")
+    progress = Progress(len(RULES), log)
+    for rule in RULES:
+        out = os.path.join(base, f"{label}-{rule}-s{args.seed}")
+        progress.next(out)
+        grpo_ba.train(dataclasses.replace(args, aggregator=rule, output_dir=out), log)
+        progress.done()
+    return base
+
+
+class Progress:
+    """'[k/N] RUN_DIR, about M min left' before each run of a multi-run command; the time
+    left is the mean of the runs trained so far (skipped ones cost nothing) times those left."""
+
+    def __init__(self, total: int, log=print):
+        self.total, self.log, self.count, self.trained, self.seconds = total, log, 0, 0, 0.0
+
+    def next(self, what: str, skipped: bool = False):
+        self.count += 1
+        left = self.total - self.count + 1
+        eta = (f", about {self.seconds / self.trained * left / 60:.0f} min left" if self.trained
+               else "")
+        self.log(f"[{self.count}/{self.total}] {what}{' (done before)' if skipped else ''}{eta}")
+        self.started = time.time()
+
+    def done(self):
+        self.trained += 1
+        self.seconds += time.time() - self.started
+
+
+def run_sweep(args, seeds: int = 5, log=print, variant: str = "") -> str:
+    """Both regimes x three rules x `seeds` seeds, one run after another, or with --design
+    that design's registered seeds x three rules (only those of machine `variant` if given),
+    a process each (run_design); returns the sweep's directory."""
+    if args.design in designs.DESIGNS:            # each seed on its machine variant, a process each
+        return run_design(args, log, variant)
+    base = args.output_dir or "runs/sweep"
+    plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(seeds)]
+    progress = Progress(len(plan) * len(RULES), log)
+    for regime, seed in plan:
+        for rule in RULES:
+            out = os.path.join(base, f"{regime}-{rule}-s{seed}")
+            status = run_io.run_status(out, args.steps, log)       # restores lines a power cut lost
+            if status == "finished":
+                progress.next(out, skipped=True)
+                continue
+            resume = out if status == "resume" else ""
+            progress.next(out)
+            grpo_ba.train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed,
+                                              output_dir=out, resume=resume), log)
+            progress.done()
+    return base
+
+
+def demo(args, log=print) -> str:
+    """`python grpo_ba.py`: the demo's three runs, their figures, and what to run next."""
+    base = run_demo(args, log)
+    design = report.report(base, log=log, seeds=[args.seed])
+    if design:
+        log(f"One seed ranks nothing: `python -m grpo_ba_lab.analysis.sweep --design {design}` "
+            f"trains its {len(designs.registered_seeds(design))} seeds and compares the rules "
+            f"paired (docs/toy-designs.md).")
+    return base
+
+
+# Flags a design's run may set apart from the design's: where and how fast it ran, not what it is.
+NOT_DESIGN = {"aggregator", "seed", "output_dir", "cache_dir", "threads", "resume", "device",
+              "log_every", "save_every", "warmup_from_scratch", "design"}
+
+
+def run_design(args, log=print, variant: str = "") -> str:
+    """`python -m grpo_ba_lab.analysis.sweep --design NAME`: the design's registered seeds x
+    three rules, each run in a process of its own on its seed's machine variant (the kernels
+    must be chosen before torch loads); finished runs are skipped, stopped ones resumed.
+    Returns the runs' folder."""
+    name, base = args.design, args.output_dir or f"runs/{args.design}"
+    defaults = grpo_ba.parse_args(["--design", name])
+    passed = []                          # flags typed apart from the design's (the report names)
+    for field in dataclasses.fields(args):
+        value = getattr(args, field.name)
+        if field.name not in NOT_DESIGN and value != getattr(defaults, field.name):
+            values = map(str, value) if isinstance(value, tuple) else [str(value)]
+            passed += [f"--{field.name.replace('_', '-')}", *values]
+    plan = [(seed, v, rule) for seed, v in designs.registered_seeds(name) for rule in RULES
+            if not variant or v == variant]
+    progress = Progress(len(plan), log)
+    for seed, v, rule in plan:
+        out = os.path.join(base, f"{args.regime}-{rule}-s{seed}")
+        status = run_io.run_status(out, args.steps, log)
+        progress.next(f"design {name}, seed {seed} ({v}), {rule}: {out}",
+                      skipped=status == "finished")
+        if status == "finished":
+            continue
+        env = {key: value for key, value in os.environ.items() if key != "ATEN_CPU_CAPABILITY"}
+        if designs.VARIANTS[v]["cpu_capability"]:
+            env["ATEN_CPU_CAPABILITY"] = designs.VARIANTS[v]["cpu_capability"]
+        command = [sys.executable, os.path.abspath(grpo_ba.__file__), "--design", name,
+                   "--aggregator", rule, "--seed", str(seed),
+                   "--threads", str(designs.VARIANTS[v]["threads"]),
+                   "--cache-dir", args.cache_dir, "--output-dir", out, *passed]
+        if status == "resume":
+            command += ["--resume", out]
+        returncode = subprocess.run(command, env=env).returncode
+        if returncode == 130:            # Ctrl-C: the run saved a checkpoint; a new sweep resumes
+            raise KeyboardInterrupt
+        if returncode != 0:
+            raise ValueError(f"design {name}: the run {out} failed "
+                             f"(its command: {' '.join(command)})")
+        progress.done()
+    return base
+
+
+def main(argv=None) -> int:
+    def command():
+        args, options = parse_command(argv, SweepOptions, description=__doc__.split("\n\n")[0],
+                                      prog="python -m grpo_ba_lab.analysis.sweep")
+        if args.resume:
+            raise UsageError("--resume continues one run: python grpo_ba.py --resume DIR")
+        if args.aggregator != "all":
+            raise UsageError(f"a sweep compares the three rules; --aggregator {args.aggregator} "
+                             f"trains one: python grpo_ba.py --aggregator {args.aggregator} "
+                             f"(or drop --aggregator here)")
+        if options.seeds < 1:
+            raise UsageError("--seeds must be at least 1")
+        if options.variant and args.design not in designs.DESIGNS:
+            raise UsageError("--variant picks seeds of a design: add --design NAME")
+        check_args(args)
+        base = run_sweep(args, options.seeds, variant=options.variant)
+        if options.variant:                    # a part of a design: its report waits for the rest
+            print(f"variant {options.variant} of design {args.design} done; when every variant is, "
+                  f"`python -m grpo_ba_lab.analysis.report {base}` writes the report")
+            return
+        report.report(base, options.figures_dir)
+    return run_command("grpo_ba_lab.analysis.sweep", command,
+                       interrupted="interrupted; run the same command again to go on")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

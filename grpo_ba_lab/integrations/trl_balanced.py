@@ -1,0 +1,194 @@
+"""Balanced Aggregation inside TRL's GRPOTrainer, from one import; and the bias in TRL's logs.
+
+    from grpo_ba_lab.integrations.trl_balanced import BalancedGRPOTrainer
+    config = GRPOConfig(..., loss_type="dapo")        # required: see below
+    trainer = BalancedGRPOTrainer(model=..., reward_funcs=..., args=config, train_dataset=...)
+    trainer.train()
+
+How, without copying TRL's code. The clipped term is positively homogeneous in the
+advantage: for s > 0, -min(rho * sA, clip(rho) * sA) = s * l_it(A). So any per-response
+weighting can be moved into the advantages. With `loss_type="dapo"` TRL computes
+
+    loss = sum_it l_it(A'_i) / N,      N = completion tokens of the whole generation batch
+
+(`num_items_in_batch`, gathered over processes). Setting A'_i = A_i * c_i * N, where
+c_i = dJ_BA/dl_it is Balanced Aggregation's coefficient of response i computed by
+grpo_ba.aggregation_coefficients over whole groups, makes TRL's loss equal
+J_BA = sum_it c_i * l_it(A_i) exactly, term by term, at any ratio (test:
+tests/test_trl_balanced.py). TRL's advantages (its reward scaling, its std) are
+kept; BA's coefficients do not depend on how a group's advantages are scaled.
+
+The bias in TRL's logs. Every generation batch logs, into TRL's own metrics (console,
+TensorBoard, W&B, trackio: wherever `report_to` sends them), the numbers
+`python -m grpo_ba_lab.analysis.diagnose` prints, from diagnose.bias_metrics on the batch's
+gathered lengths and TRL's advantages (before BA's rescaling):
+
+    pos_share_token, pos_share_sequence, pos_share_balanced   share of each rule's gradient weight at
+                                                              ratio 1 on positive-advantage responses
+    token_loss_at_ratio_one                                   J_tok at ratio 1: its drift (docs/method.md §3)
+
+`BalancedGRPOTrainer` logs them; for the plain trainer (token or sequence aggregation,
+whatever its loss_type) use `GRPOTrainerWithBiasMetrics`, or mix `BiasMetricsMixin`
+into your own subclass: `class MyTrainer(BiasMetricsMixin, GRPOTrainer)`.
+
+Several processes (DDP, e.g. `accelerate launch` or `torchrun`). TRL lays the global
+generation batch out process after process, groups contiguous, and a group may span
+two processes. Lengths and advantages are gathered, the coefficients computed over
+the global batch, and each process keeps its slice; N is already global in TRL. The
+DDP average over processes then gives exactly grad J_BA of the global batch (test:
+tests/test_trl_multiprocess.py, 2 processes on CPU with gloo).
+
+Gradient accumulation (GA) and steps_per_generation (spg). TRL generates one
+generation batch of per_device_train_batch_size x spg rows per process, shuffles
+it, splits it into spg slices and feeds one slice per micro-step; an optimizer step
+accumulates GA slices. BA's coefficients are computed once over the whole generation
+batch, before the split (as grpo_ba's micro-batching: choice 8 in grpo_ba.py), and
+dapo divides each slice by N * GA / spg, so
+
+    gradient of one optimizer step = (spg / GA) * sum over the rows of its GA slices of c_i * grad sum_t l_it(A_i)
+
+- GA = spg (TRL's default: spg defaults to GA): one optimizer step per generation
+  batch, and its gradient is exactly grad J_BA of that batch.
+- spg > GA: spg / GA optimizer steps per generation batch. Each sees a random part
+  of the rows (shuffled before the split), weighted as in J_BA of the *whole*
+  generation batch and scaled by spg / GA: over the shuffle, an unbiased estimate of
+  grad J_BA at the sampling parameters, the same treatment dapo gives its token mean.
+  Groups are not kept together.
+- spg < GA: GA / spg generation batches per optimizer step, each with its own
+  coefficients; the step's gradient is the mean of their grad J_BA (same formula).
+- num_iterations (mu) > 1 reuses the same advantages; the coefficients depend only
+  on lengths and advantages, so they stay right as the ratio moves.
+Both GA settings are tested in tests/test_trl_balanced.py.
+
+Your run's rollouts for `python -m grpo_ba_lab.analysis.diagnose`: wrap the reward function,
+`reward_funcs=dump_rollouts(my_reward, "rollouts.jsonl", num_generations=8)`; it
+returns the same rewards and appends one {"group", "reward", "length"} line per
+completion (one file per process with several processes: concatenate them).
+
+Tested with trl 1.16.0 (transformers 5.24, accelerate 1.15). Limits:
+- beta > 0: TRL adds beta * KL_it *after* the advantage enters, so the KL term keeps
+  TRL's dapo aggregation (token mean over the batch); the policy-gradient term is BA.
+- token-level importance sampling only; a tool_mask (multi-turn tools) is ignored.
+"""
+from __future__ import annotations
+
+import json
+
+from trl import GRPOTrainer
+
+from grpo_ba_lab.analysis.diagnose import bias_metrics
+from grpo_ba import aggregation_coefficients, mask_from_lengths
+
+
+def balanced_coefficients(lengths, advantages, group_size):
+    """c_i = dJ_BA/dl_it for every response of a batch: (B,) lengths, (B,) advantages -> (B,)."""
+    mask = mask_from_lengths(lengths.float())                                      # only lengths matter
+    coefficients = aggregation_coefficients(mask, advantages.float(), group_size, "balanced")   # (B, T)
+    return coefficients[:, 0]                                                      # constant along a response
+
+
+def balanced_advantages(advantages, completion_mask, num_items_in_batch, group_size, gather=None,
+                        process_index=0, all_lengths=None, all_advantages=None):
+    """A'_i = A_i * c_i * N: TRL's dapo loss with these advantages is J_BA.
+
+    advantages: (B_local,), completion_mask: (B_local, T) of this process; `gather`
+    concatenates a (B_local,) tensor over processes (accelerator.gather), or None.
+    all_lengths / all_advantages: the gathered (B_global,) tensors, if already gathered.
+    """
+    lengths = completion_mask.sum(dim=1).float()                                   # (B_local,)
+    if all_lengths is None:
+        all_lengths = gather(lengths) if gather else lengths                       # (B_global,)
+        all_advantages = gather(advantages.float()) if gather else advantages.float()
+    per_response = balanced_coefficients(all_lengths, all_advantages, group_size)  # (B_global,)
+    local = slice(process_index * lengths.numel(), (process_index + 1) * lengths.numel())
+    return advantages * per_response[local].to(advantages.dtype) * num_items_in_batch.to(advantages.dtype)
+
+
+# =====================================================================================
+# The bias of each generation batch, in TRL's metrics
+# =====================================================================================
+
+
+def _group_size(trainer) -> int:
+    return trainer.num_generations if trainer.model.training else trainer.num_generations_eval
+
+
+def gathered_lengths_and_advantages(trainer, output):
+    """(B_global,) response lengths and TRL's advantages, in TRL's global row order."""
+    lengths = output["completion_mask"].sum(dim=1).float()                          # (B_local,)
+    advantages = output["advantages"].float()
+    if trainer.accelerator.num_processes > 1:
+        return trainer.accelerator.gather(lengths), trainer.accelerator.gather(advantages)
+    return lengths, advantages
+
+
+def log_bias_metrics(trainer, lengths, advantages):
+    """Append diagnose.bias_metrics of one generation batch to TRL's metrics; TRL averages
+    them over the logging window. Every process holds the same gathered batch, hence the same values."""
+    mode = "train" if trainer.model.training else "eval"
+    for name, value in bias_metrics(advantages, lengths, _group_size(trainer)).items():
+        trainer._metrics[mode][name].append(value)          # NaN (no signal) is skipped by TRL's log
+
+
+class BiasMetricsMixin:
+    """Mix into a GRPOTrainer subclass: logs the bias metrics of every generation batch."""
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        log_bias_metrics(self, *gathered_lengths_and_advantages(self, output))
+        return output
+
+
+class GRPOTrainerWithBiasMetrics(BiasMetricsMixin, GRPOTrainer):
+    """TRL's GRPOTrainer, unchanged, plus pos_share_* and token_loss_at_ratio_one in its logs."""
+
+
+class BalancedGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose policy-gradient loss is Balanced Aggregation (docs/method.md §2, §4),
+    with the bias metrics of each generation batch in its logs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.loss_type != "dapo":
+            raise ValueError(f"BalancedGRPOTrainer needs GRPOConfig(loss_type='dapo'), got {self.loss_type!r}: "
+                             "it rescales advantages against dapo's normaliser")
+        if self.importance_sampling_level != "token":
+            raise ValueError("BalancedGRPOTrainer supports importance_sampling_level='token' only")
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        all_lengths, all_advantages = gathered_lengths_and_advantages(self, output)     # one gather for both uses
+        log_bias_metrics(self, all_lengths, all_advantages)                             # TRL's advantages, before BA
+        output["advantages"] = balanced_advantages(output["advantages"], output["completion_mask"],
+                                                   output["num_items_in_batch"], _group_size(self),
+                                                   process_index=self.accelerator.process_index,
+                                                   all_lengths=all_lengths, all_advantages=all_advantages)
+        return output
+
+
+def dump_rollouts(reward_func, path, num_generations):
+    """Wrap a TRL reward function: same rewards, and one {"group", "reward", "length"} JSON
+    line per completion appended to `path` (`path`.rank<r> with several processes), the
+    input of `python -m grpo_ba_lab.analysis.diagnose`.
+
+    group = "<generation batch>-<global row // G>", TRL's layout (process after process,
+    groups contiguous), so a group split over two processes keeps one id. The reward is
+    this function's (with several reward functions TRL trains on their weighted sum);
+    length = len(completion_ids), the completion's tokens up to and including EOS.
+    """
+    from accelerate import PartialState
+    state = PartialState()
+    target = path if state.num_processes == 1 else f"{path}.rank{state.process_index}"
+    batches = [0]                                 # every process scores every generation batch, in step
+
+    def dumping(prompts, completions, completion_ids, **kwargs):
+        rewards = reward_func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+        first_row = state.process_index * len(prompts)
+        with open(target, "a") as f:
+            for row, (ids, reward) in enumerate(zip(completion_ids, rewards), start=first_row):
+                group = f"{batches[0]}-{row // num_generations}"
+                f.write(json.dumps({"group": group, "reward": reward, "length": len(ids)}) + "\n")
+        batches[0] += 1
+        return rewards
+    dumping.__name__ = getattr(reward_func, "__name__", "reward")   # TRL names its reward metrics after it
+    return dumping

@@ -1,0 +1,472 @@
+"""verifier_grammar.py -- the answer language the verifier reads, parsed into exact sympy values.
+
+The text reaching this module is untrusted model output (already normalised by verifier.py:
+no `$`, `\\left`, units, `\\text{}`). It is never handed to `sympify`, `parse_expr` or `eval`.
+A tokenizer with a fixed vocabulary and a recursive-descent parser build sympy objects
+directly (Integer, Rational, pi, oo, Symbol, sqrt/root, Add/Mul/Pow), with bounds that keep
+every parse and every later comparison fast:
+
+    answer   := item (',' item)*                 several items: an unordered set ("-2, 1")
+    item     := [lhs ('=' | '\\in')] union       `x = 5`, `(x, y) = (1, 2)`: the right-hand side
+                                                 `a \\pm b` is two items, a + b and a - b
+    union    := expr ('\\cup' expr)*              the operands must be intervals
+    expr     := term (('+' | '-' | '\\pm' | '\\mp') term)*
+    term     := signed (('*' | '/' | implicit) signed)*     `2x`, `3\\pi`, `2\\sqrt{2}`
+    signed   := ('+' | '-') signed | power
+    power    := atom ['^' exponent]              exponent: a bounded rational, never a tower
+    atom     := number [proper \\frac]            mixed number `2\\frac{1}{2}` = 5/2
+              | letter | greek | \\pi | \\infty | \\frac A B | \\sqrt[n] A
+              | '(' items ')' | '[' items ']' | '(' items ']' | ...   tuples and intervals
+              | '{' expr '}' | '\\{' items '\\}'   a group; a set
+
+Values: a sympy Expr; `Brackets(open, close, items)` for tuples and intervals (the brackets
+are kept, so `[2, 5)` != `(2, 5)` and `(-1, 3)` != `(3, -1)`); `AnswerSet(items)`; a sympy
+Set for unions of intervals. Anything else raises `Unreadable`.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import NamedTuple
+
+import sympy
+
+MAX_TOKENS = 400              # an answer longer than this is refused
+MAX_NUMBER_DIGITS = 40        # no single number with more digits than this
+MAX_DEPTH = 20                # nesting depth of brackets, groups, signs, fractions, roots
+MAX_ITEMS = 16                # entries of a tuple, interval list or set
+MAX_EXPONENT = 1000           # |p| of an exponent p/q ...
+MAX_ROOT = 12                 # ... and its q (also the n of \sqrt[n])
+MAX_RESULT_DIGITS = 2000      # a rational power may not have more digits than this
+MAX_SYMBOLIC_EXPONENT = 64    # |p| when the base is not a rational number
+MAX_EXPANDED_TERMS = 400      # a power of a sum may not expand to more terms than this
+MAX_DIVISIONS_BY_SUMS = 4     # divisions by a sum, `1/(x+1)`, `1/(1+\sqrt2)` (bounds `together`)
+MAX_OPERANDS = 32             # terms of a sum or factors of a product (sympy flattens in O(n^2))
+
+GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "theta", "lambda", "mu", "phi",
+         "psi", "omega", "rho", "sigma", "tau"}
+FRAC = {"\\frac", "\\dfrac", "\\tfrac", "\\cfrac"}
+OPEN = {"(": "(", "[": "[", "\\langle": "(", "\\{": "{", "\\lbrace": "{"}
+CLOSE = {")": ")", "]": "]", "\\rangle": ")", "\\}": "}", "\\rbrace": "}"}
+TIMES = {"*", "\\cdot", "\\times"}
+DIVIDE = {"/", "\\div"}
+
+PLUS_MINUS = sympy.Symbol("plus_minus")    # no answer can name it: words are not variables
+_TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+|\\[A-Za-z]+|\\[{}]|[A-Za-z]+|[-+*/^()\[\]{},=_])")
+
+
+class Unreadable(ValueError):
+    """The text is not in the answer language (or breaks a bound)."""
+
+
+class Brackets(NamedTuple):
+    """A tuple or an interval as written: `(1, 3]` -> Brackets('(', ']', (1, 3))."""
+    open: str
+    close: str
+    items: tuple
+
+
+class AnswerSet(NamedTuple):
+    """An unordered collection: `\\{1, 2\\}` or a bare list `-2, 1`."""
+    items: tuple
+
+
+def tokenize(text: str) -> list[str]:
+    tokens, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise Unreadable(f"unexpected character {text[pos]!r}")
+        tokens.append(match.group(1))
+        pos = match.end()
+        if len(tokens) > MAX_TOKENS:
+            raise Unreadable("answer too long")
+    return tokens
+
+
+def _is_plain_expr(value) -> bool:
+    return isinstance(value, sympy.Expr)
+
+
+class AnswerParser:
+    def __init__(self, text: str):
+        self.tokens = tokenize(text)
+        self.pos = 0
+        self.depth = 0
+        self.divisions_by_sums = 0
+
+    # -- token helpers -------------------------------------------------------------------
+    def _peek(self, ahead: int = 0):
+        index = self.pos + ahead
+        return self.tokens[index] if index < len(self.tokens) else None
+
+    def _take(self):
+        if self.pos >= len(self.tokens):
+            raise Unreadable("unexpected end")
+        self.pos += 1
+        return self.tokens[self.pos - 1]
+
+    def _expect(self, token: str):
+        if self._take() != token:
+            raise Unreadable(f"expected {token!r}")
+
+    def _enter(self):
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Unreadable("nested too deeply")
+
+    # -- grammar -------------------------------------------------------------------------
+    def parse(self):
+        if not self.tokens:
+            raise Unreadable("empty")
+        items = self._items(stop=None)
+        if self._peek() is not None:
+            raise Unreadable("trailing tokens")
+        return items[0] if len(items) == 1 else AnswerSet(tuple(items))
+
+    def _items(self, stop, allow_two=True):
+        items = self._item(allow_two)
+        while self._peek() == ",":
+            self._take()
+            items.extend(self._item(allow_two))
+            if len(items) > MAX_ITEMS:
+                raise Unreadable("too many items")
+        if stop is not None and self._peek() not in stop:
+            raise Unreadable("unclosed bracket")
+        return items
+
+    def _is_variable(self, index: int) -> bool:
+        token = self.tokens[index] if index < len(self.tokens) else ""
+        return token.isalpha() and len(token) == 1 or token[1:] in GREEK
+
+    def _skip_lhs(self):
+        """`x =`, `x_1 =`, `f(x) =`, `(x, y) =`, `x \\in`: an answer written as an equation
+        (or membership) for its unknowns is read as its right-hand side."""
+        tokens, start = self.tokens, self.pos
+        ahead = tokens[start: start + 5] + [""] * 5
+        end = None
+        if self._is_variable(start):
+            if ahead[1] in ("=", "\\in"):
+                end = start + 2
+            elif ahead[1] == "_" and ahead[2].isalnum() and ahead[3] in ("=", "\\in"):
+                end = start + 4
+            elif ahead[1] == "(" and self._is_variable(start + 2) and ahead[3:5] == [")", "="]:
+                end = start + 5
+        elif ahead[0] == "(" and self._is_variable(start + 1):
+            index = start + 2
+            while tokens[index: index + 1] == [","] and self._is_variable(index + 1):
+                index += 2
+            if tokens[index: index + 2] == [")", "="]:
+                end = index + 2
+        if end is not None:
+            self.pos = end
+
+    def _item(self, allow_two: bool) -> list:
+        """One item, or the two values of an item written with `\\pm` (`1 \\pm \\sqrt{2}`)."""
+        self._skip_lhs()
+        value = self._union()
+        if self._peek() == "=":
+            raise Unreadable("an equation that is not `variable = value`")
+        if isinstance(value, sympy.Expr) and value.has(PLUS_MINUS):
+            if not allow_two:
+                raise Unreadable("\\pm inside a tuple or interval")
+            return [_check_finite(value.xreplace({PLUS_MINUS: sympy.Integer(sign)})) for sign in (1, -1)]
+        return [value]
+
+    def _union(self):
+        first = self._expr()
+        if self._peek() != "\\cup":
+            return first
+        pieces = [first]
+        while self._peek() == "\\cup":
+            self._take()
+            pieces.append(self._expr())
+            if len(pieces) > MAX_ITEMS:
+                raise Unreadable("too many intervals")
+        return sympy.Union(*[to_interval(piece) for piece in pieces])
+
+    def _expr(self):
+        value = self._term()
+        while self._peek() in ("+", "-", "\\pm", "\\mp"):
+            op = self._take()
+            right = self._term()
+            if op in ("\\pm", "\\mp"):                  # a +- b: a sign symbol, two values later
+                op, right = "+" if op == "\\pm" else "-", _arith(PLUS_MINUS, right, "*")
+            value = _arith(value, right, op)
+        return value
+
+    def _starts_atom(self, token) -> bool:
+        """Implicit multiplication: `2x`, `3\\pi`, `x(x+1)`; never a bare number after a value."""
+        if token is None:
+            return False
+        return (token.isalpha() or token in ("(", "\\pi", "\\sqrt", "\\infty") or token in FRAC
+                or token[1:] in GREEK)
+
+    def _term(self):
+        value = self._signed()
+        while True:
+            token = self._peek()
+            if token in TIMES or token in DIVIDE:
+                self._take()
+                value = _arith(value, self._signed(), "/" if token in DIVIDE else "*", self)
+            elif self._starts_atom(token):
+                value = _arith(value, self._power(), "*", self)
+            else:
+                return value
+
+    def _signed(self):
+        if self._peek() in ("+", "-", "\\pm", "\\mp"):
+            self._enter()
+            sign = self._take()
+            value = self._signed()
+            self.depth -= 1
+            if not _is_plain_expr(value):
+                raise Unreadable("sign before a tuple")
+            return {"+": value, "-": -value, "\\pm": PLUS_MINUS * value, "\\mp": -PLUS_MINUS * value}[sign]
+        return self._power()
+
+    def _power(self):
+        base = self._atom()
+        if self._peek() != "^":
+            return base
+        self._take()
+        if not _is_plain_expr(base):
+            raise Unreadable("power of a tuple")
+        return bounded_power(base, self._exponent(), self)
+
+    def _exponent(self):
+        token = self._peek()
+        if token == "{":
+            return self._group()
+        if token in ("+", "-"):                     # `2^-1`
+            self._take()
+            value = self._exponent()
+            return -value if token == "-" else value
+        if token is not None and (token[0].isdigit() or token.isalpha() and len(token) == 1):
+            self._take()
+            return self._number(token) if token[0].isdigit() else sympy.Symbol(token)
+        raise Unreadable("bad exponent")
+
+    def _group(self):
+        """`{ expr }`: LaTeX braces group like brackets."""
+        self._enter()
+        self._expect("{")
+        value = self._expr()
+        self._expect("}")
+        self.depth -= 1
+        return value
+
+    def _argument(self):
+        """The argument of \\frac or \\sqrt: a `{}` group or one character (`\\frac12`)."""
+        token = self._peek()
+        if token == "{":
+            return self._group()
+        if token is None:
+            raise Unreadable("missing argument")
+        if token[0].isdigit():                      # \frac12: LaTeX takes one digit
+            self._take()
+            if len(token) > 1:
+                self.tokens.insert(self.pos, token[1:])
+            return sympy.Integer(token[0])
+        if token.isalpha():
+            self._take()
+            if len(token) > 1:
+                self.tokens.insert(self.pos, token[1:])
+            return sympy.Symbol(token[0])
+        if token in ("\\pi",):
+            self._take()
+            return sympy.pi
+        raise Unreadable("bad argument")
+
+    def _number(self, token: str):
+        if len(token.replace(".", "")) > MAX_NUMBER_DIGITS:
+            raise Unreadable("number too long")
+        return sympy.Rational(token.rstrip(".") or "0")      # exact: Rational("3.5") == 7/2
+
+    def _atom(self):
+        token = self._take()
+        if token[0].isdigit() or token[0] == ".":
+            value = self._number(token)
+            return self._mixed_number(value) if value.is_Integer else value
+        if token in FRAC:
+            self._enter()
+            numerator, denominator = self._argument(), self._argument()
+            self.depth -= 1
+            return _arith(numerator, denominator, "/", self)
+        if token == "\\sqrt":
+            return self._sqrt()
+        if token == "\\pi":
+            return sympy.pi
+        if token == "\\infty":
+            return sympy.oo
+        if token.isalpha():
+            if len(token) > 1:
+                raise Unreadable("a word, not a variable")
+            return sympy.Symbol(token)
+        if token[1:] in GREEK:
+            return sympy.Symbol(token[1:])
+        if token == "{":
+            self.pos -= 1
+            return self._group()
+        if token in OPEN:
+            return self._brackets(OPEN[token])
+        raise Unreadable(f"unexpected {token!r}")
+
+    def _mixed_number(self, whole):
+        """`2\\frac{1}{2}` is 5/2 (MATH writes mixed numbers); only a proper fraction of integers."""
+        if self._peek() not in FRAC:
+            return whole
+        saved = self.pos
+        self._take()
+        try:
+            numerator, denominator = self._argument(), self._argument()
+        except Unreadable:
+            self.pos = saved
+            return whole
+        if numerator.is_Integer and denominator.is_Integer and 0 <= numerator < denominator:
+            return whole + numerator / denominator
+        self.pos = saved
+        return whole
+
+    def _sqrt(self):
+        self._enter()
+        index = 2
+        if self._peek() == "[":
+            self._take()
+            index = self._expr()
+            self._expect("]")
+            if not (index.is_Integer and 2 <= index <= MAX_ROOT):
+                raise Unreadable("bad root index")
+        radicand = self._argument()
+        self.depth -= 1
+        return bounded_power(radicand, sympy.Rational(1, int(index)))
+
+    def _brackets(self, opening: str):
+        self._enter()
+        closers = {"(": (")", "]"), "[": (")", "]"), "{": ("}",)}[opening]
+        items = self._items(set(token for token, kind in CLOSE.items() if kind in closers), opening == "{")
+        closing = CLOSE[self._take()]
+        self.depth -= 1
+        if opening == "{":
+            return AnswerSet(tuple(items))
+        if len(items) == 1:
+            if (opening, closing) not in (("(", ")"), ("[", "]")):
+                raise Unreadable("half-open bracket around one value")
+            return items[0]                         # a bracket that only groups
+        if not all(_is_plain_expr(item) for item in items):
+            raise Unreadable("nested tuples")
+        return Brackets(opening, closing, tuple(items))
+
+
+# -- bounded arithmetic ------------------------------------------------------------------
+
+def _check_finite(value):
+    if value.has(sympy.zoo, sympy.nan):
+        raise Unreadable("undefined value")
+    if (value.is_Add or value.is_Mul) and len(value.args) > MAX_OPERANDS:
+        raise Unreadable("too many terms")
+    return value
+
+
+def _check_size(value):
+    """Products and powers: refuse what would expand to too many terms, (1+x)^{64}(1+x)^{64}
+    included (sympy merges it into a power the parser never saw)."""
+    if expansion_bound(value, MAX_EXPANDED_TERMS) > MAX_EXPANDED_TERMS:
+        raise Unreadable("expands to too many terms")
+    return _check_finite(value)
+
+
+def _count_division_by_sum(divisor, parser):
+    if parser is not None and divisor.is_Add:
+        parser.divisions_by_sums += 1
+        if parser.divisions_by_sums > MAX_DIVISIONS_BY_SUMS:
+            raise Unreadable("too many divisions by sums")
+
+
+def _arith(left, right, op, parser=None):
+    if not (_is_plain_expr(left) and _is_plain_expr(right)):
+        raise Unreadable("arithmetic on a tuple or set")
+    if op == "+":
+        return _check_finite(left + right)
+    if op == "-":
+        return _check_finite(left - right)
+    if op == "*":
+        return _check_size(left * right)
+    if right == 0:
+        raise Unreadable("division by zero")
+    _count_division_by_sum(right, parser)
+    return _check_finite(left / right)
+
+
+def _expanded_terms(count: int, power: int) -> int:
+    """Upper bound on the terms of (a_1 + ... + a_count)^power once expanded."""
+    return math.comb(power + count - 1, count - 1)
+
+
+def bounded_power(base, exponent, parser=None):
+    """base^exponent, refusing anything whose size cannot be bounded before computing it:
+    the exponent must be a rational p/q with |p| <= MAX_EXPONENT, q <= MAX_ROOT, and the
+    result small (digits of a rational power; terms of an expanded power of a sum)."""
+    if not (_is_plain_expr(base) and isinstance(exponent, sympy.Expr) and exponent.is_Rational):
+        raise Unreadable("exponent must be a number")      # rejects towers such as x^{y^z}
+    p, q = int(exponent.p), int(exponent.q)
+    if abs(p) > MAX_EXPONENT or q > MAX_ROOT:
+        raise Unreadable("exponent too large")
+    if base == 0 and p < 0:
+        raise Unreadable("division by zero")
+    if p < 0:
+        _count_division_by_sum(base, parser)
+    if base.is_Rational:
+        size = max(abs(int(base.p)), int(base.q), 2)
+        if abs(p) / q * math.log10(size) > MAX_RESULT_DIGITS:
+            raise Unreadable("power too large")          # 10^{10^{10}} stops here
+    elif abs(p) > 1:
+        if abs(p) > MAX_SYMBOLIC_EXPONENT or base.has(sympy.oo):
+            raise Unreadable("power of an expression too large")
+        if base.is_Add and _expanded_terms(len(base.args), abs(p)) > MAX_EXPANDED_TERMS:
+            raise Unreadable("power of a sum too large")          # checked before building it
+    return _check_size(sympy.Pow(base, exponent))
+
+
+@functools.lru_cache(maxsize=4096)              # parsing checks each product: children are cached
+def expansion_bound(expr, cap: int) -> int:
+    """Upper bound on the terms of sympy.expand(expr), or cap + 1 once it exceeds cap:
+    sums add, products multiply, a positive integer power of a t-term sum gives
+    C(n + t - 1, t - 1). Checked before expanding (sympy merges (1+x)^64 (1+x)^64 into a
+    power the parser never saw)."""
+    if expr.is_Add or expr.is_Mul:
+        total = 0 if expr.is_Add else 1
+        for arg in expr.args:
+            size = expansion_bound(arg, cap)
+            total = total + size if expr.is_Add else total * size
+            if total > cap:
+                return cap + 1
+        return total
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 1:
+        terms = expansion_bound(expr.base, cap)
+        if terms > 1 and int(expr.exp) > cap:
+            return cap + 1
+        return min(_expanded_terms(terms, int(expr.exp)), cap + 1) if terms > 1 else 1
+    return 1
+
+
+def to_interval(value):
+    """A two-item bracket with real constant ends, lower < upper, as a sympy Interval."""
+    if isinstance(value, sympy.Set):
+        return value
+    if not (isinstance(value, Brackets) and len(value.items) == 2 and value.open in "(["):
+        raise Unreadable("not an interval")
+    low, high = value.items
+    if low.free_symbols or high.free_symbols or (high - low).is_extended_positive is not True:
+        raise Unreadable("not an interval")
+    return sympy.Interval(low, high, value.open == "(", value.close == ")")
+
+
+def parse_answer(text: str):
+    """The value of a normalised answer text; raises Unreadable."""
+    try:
+        return AnswerParser(text).parse()
+    except RecursionError as error:
+        raise Unreadable("too deep") from error
