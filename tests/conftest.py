@@ -78,3 +78,13 @@ def pytest_collection_modifyitems(config, items):
 forced_kernels = pytest.mark.skipif(
     os.environ.get("ATEN_CPU_CAPABILITY", "") not in ("", "avx512", "AVX512"),
     reason="torch's bf16 attention and inductor assume the CPU's own kernels; ATEN_CPU_CAPABILITY forces others")
+
+
+# ------------------------------------------------------------------ the browser tests
+# tests/test_explore_page.py skips without Chromium; one line says so, even under -q.
+def pytest_terminal_summary(terminalreporter):
+    skipped = [report for report in terminalreporter.stats.get("skipped", [])
+               if "test_explore_page.py" in report.nodeid]
+    if skipped:
+        reason = skipped[0].longrepr[2] if isinstance(skipped[0].longrepr, tuple) else str(skipped[0].longrepr)
+        terminalreporter.write_line(f"{len(skipped)} browser tests skipped, {reason.removeprefix('Skipped: ')}")
