@@ -111,6 +111,9 @@ GOOD = '{"group": 1, "reward": 1, "length": 3}\n{"group": 1, "reward": 0, "lengt
     (GOOD + '{"group": 2, "reward": 1, "length": -1}\n', 3, "whole number"),
     (GOOD + '\n{"group": 2, "reward": 1, "length": 4}\n', 4, "equal size"),       # one response, G = 2
     (GOOD + '{"group": 2, "reward": 1, "length": 4}\n' * 3, 3, "equal size"),
+    (GOOD + '{"group": 2, "reward": 1, "length": 3, "run": ""}\n', 3, "'run'"),
+    (GOOD + '{"group": 2, "reward": 1, "length": 3, "run": true}\n', 3, "'run'"),
+    (GOOD + '{"group": 2, "reward": 1, "length": 3, "run": ["a"]}\n', 3, "'run'"),
 ])
 def test_diagnose_refuses_a_malformed_line_or_unequal_groups_naming_the_line(tmp_path, capsys, text, line, words):
     path = tmp_path / "bad.jsonl"
@@ -126,3 +129,68 @@ def test_diagnose_refuses_a_missing_file_or_groups_of_one(tmp_path, capsys):
     path.write_text('{"group": 1, "reward": 1, "length": 3}\n{"group": 2, "reward": 0, "length": 5}\n')
     code, _, err = run_diagnose(capsys, str(path))
     assert code == 2 and "at least 2" in err and err.count("\n") == 1
+
+
+# Two runs appended to one file, as dump_rollouts leaves them: each restarts its group ids at
+# "0-0", so read as one batch they would merge into 2 groups of 8.
+FIRST_RUN = [("0-0", 1, 6), ("0-0", 0, 19), ("0-0", 1, 5), ("0-0", 0, 23),
+             ("0-1", 1, 7), ("0-1", 0, 15), ("0-1", 0, 21), ("0-1", 0, 8)]
+SECOND_RUN = [("0-0", 1, 4), ("0-0", 1, 9), ("0-0", 0, 30), ("0-0", 1, 6),
+              ("0-1", 0, 12), ("0-1", 1, 3), ("0-1", 0, 9), ("0-1", 1, 11)]
+
+
+def write_runs(path, runs: dict):
+    lines = [{"group": g, "reward": r, "length": n, "step": 0, "run": run}
+             for run, rows in runs.items() for g, r, n in rows]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def test_two_runs_in_one_dump_are_diagnosed_as_two_runs_never_merged(tmp_path, capsys):
+    path = write_runs(tmp_path / "rollouts.jsonl", {"run-a": FIRST_RUN, "run-b": SECOND_RUN})
+    code, out, err = run_diagnose(capsys, path)
+    assert code == 2 and out == "" and err.count("\n") == 1           # refused, in one line
+    assert "2 runs" in err and "run-a" in err and "run-b" in err and "--run" in err
+    for run, rows in (("run-a", FIRST_RUN), ("run-b", SECOND_RUN)):
+        code, out, _ = run_diagnose(capsys, path, "--run", run)
+        assert code == 0 and f"run {run}" in out.splitlines()[0]
+        picked = json.loads(out.strip().splitlines()[-1])
+        assert picked["run"] == run and picked["n_groups"] == 2 and picked["group_size"] == 4
+        for key, value in by_hand(rows).items():                      # that run's lines alone
+            assert picked[key] == pytest.approx(value, rel=1e-5), (run, key)
+    for function in (diagnose.diagnose, diagnose.diagnose_steps):     # the Python API refuses too
+        with pytest.raises(diagnose.RolloutsError, match="2 runs"):
+            function(path)
+    assert diagnose.diagnose(path, run_id="run-b")["n_groups"] == 2
+
+
+def test_a_file_of_one_run_needs_no_run_flag_and_lines_without_run_read_as_before(tmp_path, capsys):
+    one_run = write_runs(tmp_path / "one.jsonl", {"run-a": FIRST_RUN})
+    code, out, _ = run_diagnose(capsys, one_run, "--figure", str(tmp_path / "bias.png"))
+    assert code == 0 and json.loads(out.splitlines()[-1])["run"] == "run-a"
+    assert (tmp_path / "bias.png").stat().st_size > 0
+    code, out, _ = run_diagnose(capsys, write_rollouts(tmp_path / "plain.jsonl", FIRST_RUN))
+    assert code == 0 and "run" not in json.loads(out.splitlines()[-1])
+
+
+@pytest.mark.parametrize("runs, argv, words", [
+    ({"run-a": FIRST_RUN}, ["--run", "run-z"], "no run 'run-z'; the file holds run run-a (8 resp"),
+    ({"run-a": FIRST_RUN, None: SECOND_RUN}, [], "8 lines without a 'run' (from line 9)"),
+])
+def test_a_run_the_file_lacks_or_lines_of_no_run_beside_a_run_are_one_line_naming_the_runs(
+        tmp_path, capsys, runs, argv, words):
+    path = tmp_path / "r.jsonl"
+    write_runs(path, runs)
+    path.write_text(path.read_text().replace(', "run": null', ""))    # lines without the key
+    code, out, err = run_diagnose(capsys, str(path), *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and words in err
+
+
+def test_a_binary_file_or_a_figure_format_matplotlib_lacks_is_one_line(tmp_path, capsys):
+    binary = tmp_path / "r.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    code, _, err = run_diagnose(capsys, str(binary))
+    assert code == 2 and err.count("\n") == 1 and "not UTF-8" in err
+    path = write_runs(tmp_path / "one.jsonl", {"run-a": FIRST_RUN})
+    code, out, err = run_diagnose(capsys, path, "--figure", str(tmp_path / "bias.xyz"))
+    assert code == 2 and out == "" and err.count("\n") == 1 and ".xyz" in err

@@ -3,6 +3,8 @@ transformers (and PEFT under LoRA), it gives the trainer's log-probabilities."""
 import dataclasses
 import json
 import os
+import shlex
+import shutil
 
 import pytest
 import torch
@@ -54,7 +56,8 @@ def test_the_model_card_says_what_trained_the_weights(tmp_path):
     assert front["library_name"] == "transformers" and "balanced-aggregation" in front["tags"]
     assert "base_model" not in front                                # no hub id to point to
     for shown in ("balanced aggregation", "| GRPO steps | 3 |", "| held-out accuracy | 0.625 |",
-                  "`python grpo_ba.py --aggregator balanced --steps 3`", "| group_size | 4 |", "arXiv 2605.04077"):
+                  "`python -m grpo_ba --aggregator balanced --steps 3`", "| group_size | 4 |",
+                  "arXiv 2605.04077"):
         assert shown in text, shown
 
 
@@ -105,3 +108,43 @@ def test_run_card_takes_the_last_heldout_accuracy_and_the_settings():
     assert card["rule"] == "token" and card["heldout_accuracy"] == 0.75 and card["accuracy_step"] == 2
     assert card["steps"] == 4 and card["group_size"] == 4 and "toy" in card["data"]
     assert card["command"] == "python grpo_ba.py --aggregator token"
+
+
+def card_command(model_dir) -> list[str]:
+    """The words of the card's command, from its table row."""
+    card = open(os.path.join(model_dir, "README.md")).read().splitlines()
+    row = next(line for line in card if line.startswith("| command |"))
+    return shlex.split(row.split("`")[1])
+
+
+def test_the_cards_command_reproduces_the_run_from_its_model_directory_after_a_copy(
+        tmp_path, tiny_model_dir, monkeypatch):
+    data = tmp_path / "train.jsonl"
+    data.write_text("\n".join(json.dumps({"prompt": f"{i}+1", "answer": str(i + 1)})
+                              for i in range(8)))
+    trained = tmp_path / "runs" / "first"
+    assert grpo_ba.main(["--model", tiny_model_dir, "--dataset", str(data),
+                         "--aggregator", "sequence",
+                         "--group-size", "2", "--prompts-per-step", "2", "--max-new-tokens", "4",
+                         "--threads", "1", "--steps", "1", "--lr", "3e-3", "--eval-prompts", "2",
+                         "--output-dir", str(trained)]) == 0
+    copied = tmp_path / "elsewhere" / "first"                 # another machine, another folder
+    shutil.copytree(trained, copied)
+    shutil.rmtree(trained)
+    words = card_command(copied / "model")
+    assert str(trained) not in " ".join(words)                # no path of the training machine
+    assert words[:3] == ["python", "-m", "grpo_ba"]            # no path to a clone either
+    monkeypatch.chdir(copied / "model")                        # where the card says to run it
+    again = grpo_ba.parse_args(words[3:] + ["--output-dir", "again"])
+    saved = json.load(open(copied / "args.json"))
+    assert json.loads(json.dumps(dataclasses.asdict(again))) == {**saved, "output_dir": "again"}
+    assert again.aggregator == "sequence" and again.lr == 3e-3  # the run's, not the defaults
+
+
+def test_portable_command_keeps_paths_outside_the_run_and_odd_quoting_as_they_are(tmp_path):
+    model_dir = str(tmp_path / "run" / "model")
+    command = f"python3 /src/grpo_ba.py --config={tmp_path}/run/args.json --model /models/qwen"
+    assert export.portable_command(command, model_dir) == \
+        "python3 -m grpo_ba --config=../args.json --model /models/qwen"
+    unbalanced = 'python grpo_ba.py --dataset "a b'
+    assert export.portable_command(unbalanced, model_dir) == unbalanced

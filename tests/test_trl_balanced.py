@@ -14,7 +14,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_token, aggregation_coefficients,  # noqa: E402
                      clipped_token_loss, sign_weights, token_logprobs)
 from grpo_ba_lab.integrations.trl_balanced import (BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics,  # noqa: E402
-                                       balanced_advantages, dump_rollouts)
+                                       balanced_advantages, check_trl_batch, dump_rollouts)
 from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3  # noqa: E402
 
 
@@ -90,6 +90,13 @@ def test_trainer_refuses_a_loss_type_it_cannot_rescale(tmp_path):
         make_trainer(tmp_path, loss_type="grpo")
 
 
+def test_a_trl_whose_generation_batch_lacks_what_ba_reads_is_named_in_one_line():
+    with pytest.raises(RuntimeError, match="no num_items_in_batch: .* tested with trl 1.16") as refused:
+        check_trl_batch({"advantages": torch.zeros(2), "completion_mask": torch.ones(2, 3)})
+    assert "\n" not in str(refused.value)
+    check_trl_batch({"advantages": None, "completion_mask": None, "num_items_in_batch": None})
+
+
 def test_balanced_trainer_trains_a_step(tmp_path):
     trainer = make_trainer(tmp_path)
     trainer.train()
@@ -156,6 +163,12 @@ def test_dumped_trl_rollouts_diagnose_to_the_shares_trl_logged(tmp_path):
     trainer.train()
     lines = open(path).read().splitlines()
     assert len(lines) == 2 * 8 and {json.loads(line)["group"] for line in lines} == {"0-0", "0-1", "1-0", "1-1"}
+    rows = [json.loads(line) for line in lines]
+    assert [row["step"] for row in rows] == [0] * 8 + [1] * 8          # TRL's global_step
+    assert len({row["run"] for row in rows}) == 1
+    png = tmp_path / "bias.png"
+    assert diagnose.main([path, "--figure", str(png)]) == 0            # on TRL's own dump
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     first_batch = tmp_path / "first.jsonl"
     first_batch.write_text("\n".join(lines[:8]) + "\n")
     report = diagnose.diagnose(str(first_batch))
@@ -164,3 +177,50 @@ def test_dumped_trl_rollouts_diagnose_to_the_shares_trl_logged(tmp_path):
     # same factor in every group, so the shares agree
     for rule in AGGREGATORS:
         assert report[f"pos_share_{rule}"] == pytest.approx(logged[f"pos_share_{rule}"], rel=1e-3)
+
+
+def test_dumped_lines_carry_trls_global_step_and_a_new_run_id_for_each_new_trainer_state(tmp_path):
+    from transformers import TrainerState
+    path = tmp_path / "rollouts.jsonl"
+    dumping = dump_rollouts(odd_length_reward, str(path), num_generations=2)
+    batch = dict(prompts=["1+1="] * 4, completions=["2", "22", "3", "33"],
+                 completion_ids=[[5], [5, 5], [6], [6, 6]])
+    first = TrainerState(global_step=7)
+    assert dumping(**batch, trainer_state=first) == [1.0, 0.0, 1.0, 0.0]    # the rewards, unchanged
+    first.global_step = 9                                                 # spg > GA: steps skip
+    dumping(**batch, trainer_state=first)
+    dumping(**batch, trainer_state=TrainerState(global_step=0))           # a new train()
+    rows = [json.loads(line) for line in open(path)]
+    assert [row["step"] for row in rows] == [7] * 4 + [9] * 4 + [0] * 4
+    assert [row["group"] for row in rows] == ["0-0", "0-0", "0-1", "0-1", "1-0", "1-0", "1-1",
+                                              "1-1", "0-0", "0-0", "0-1", "0-1"]
+    runs = [row["run"] for row in rows]
+    assert len(set(runs[:8])) == 1 and len(set(runs[8:])) == 1 and runs[0] != runs[8]
+    assert [row["length"] for row in rows[:4]] == [1, 2, 1, 2]
+
+
+def test_two_trl_runs_dumped_to_one_file_are_diagnosed_as_two_runs_not_merged(tmp_path, capsys):
+    """One wrapper, two trainers, one file: each train() gets its own run id and group ids
+    from "0-0", and diagnose reads each run as the batch its trainer logged."""
+    from grpo_ba_lab.analysis import diagnose
+    path = str(tmp_path / "rollouts.jsonl")
+    dumping = dump_rollouts(odd_length_reward, path, num_generations=4)
+    logged = []
+    for seed in (0, 1):
+        trainer = make_trainer(tmp_path, reward=dumping, seed=seed)
+        trainer.train()
+        logged.append(trainer.state.log_history[0])
+    rows = [json.loads(line) for line in open(path)]
+    runs = list(dict.fromkeys(row["run"] for row in rows))
+    assert len(rows) == 16 and len(runs) == 2
+    assert [row["group"] for row in rows[:8]] == [row["group"] for row in rows[8:]]   # ids restart
+    capsys.readouterr()                                                # TRL's progress bars
+    assert diagnose.main([path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(run in err for run in runs) and "--run" in err
+    for run, trl_logged in zip(runs, logged):
+        report = diagnose.diagnose(path, run_id=run)
+        assert report["n_groups"] == 2 and report["group_size"] == 4 and report["run"] == run
+        for rule in AGGREGATORS:
+            key = f"pos_share_{rule}"
+            assert report[key] == pytest.approx(trl_logged[key], rel=1e-3), (run, rule)

@@ -1,5 +1,6 @@
 """BalancedGRPOTrainer in two processes (torchrun, CPU, gloo) equals one process on the gathered batch."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_token, aggregation_coefficients,
                      clipped_token_loss, sign_weights, token_logprobs)
+from grpo_ba_lab.analysis import diagnose
 from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3
 
 if importlib.util.find_spec("trl") is None:          # the workers import it; this process need not
@@ -100,3 +102,19 @@ def test_every_process_logs_the_bias_of_the_gathered_batch(ranks):
         logged = r["logs"][0]
         for key, value in expected.items():
             assert logged[key] == pytest.approx(value, rel=1e-5, abs=1e-7), (r["rank"], key)
+
+
+def test_the_processes_rollout_dumps_concatenate_into_one_run_that_diagnoses_as_the_logged_batch(
+        ranks, tmp_path):
+    lines = ranks[0]["rollouts"] + ranks[1]["rollouts"]            # cat rollouts.jsonl.rank0 .rank1
+    rows = [json.loads(line) for line in lines]
+    assert len({row["run"] for row in rows}) == 1                   # one id for the distributed run
+    assert [row["group"] for row in rows] == ["0-0"] * 4 + ["0-1"] * 4 + ["0-2"] * 4
+    assert {row["step"] for row in rows} == {0}
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    report = diagnose.diagnose(str(path))                           # one run: no --run needed
+    assert report["n_groups"] == 3 and report["group_size"] == GROUP
+    for rule in AGGREGATORS:                                         # TRL's std differs slightly
+        key = f"pos_share_{rule}"
+        assert report[key] == pytest.approx(ranks[0]["logs"][0][key], rel=1e-3), rule

@@ -3,8 +3,8 @@ tests/test_trl_multiprocess.py under `torchrun --nproc_per_node 2`, CPU, gloo).
 
 Each process saves what it saw to OUT_DIR/rank<r>.pt: its generation batch before and
 after BA's rescaling, the gathered lengths and advantages, the gradient of the one
-optimizer step (after DDP's all-reduce) and the logged metrics. The test recomputes
-all of it in one process on the gathered batch.
+optimizer step (after DDP's all-reduce), the logged metrics and the lines dump_rollouts
+wrote for it. The test recomputes all of it in one process on the gathered batch.
 
     torchrun --standalone --nproc_per_node 2 tests/trl_multiprocess_worker.py OUT_DIR
 """
@@ -16,7 +16,7 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from grpo_ba_lab.integrations.trl_balanced import BalancedGRPOTrainer
+from grpo_ba_lab.integrations.trl_balanced import BalancedGRPOTrainer, dump_rollouts
 from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3
 
 PER_DEVICE, GROUP = 6, 4          # 12 rows globally, 3 groups of 4: the middle group spans both processes
@@ -61,12 +61,18 @@ def main(out_dir):
                         temperature=1.0, logging_steps=1, max_steps=1, save_strategy="no", max_grad_norm=0.0,
                         seed=0, ddp_backend="gloo", bf16=False)   # float32: the check is exact
     recorder = GradientRecorder()
-    trainer = RecordingTrainer(model=model, reward_funcs=odd_length_reward, args=config, callbacks=[recorder],
-                               train_dataset=Dataset.from_dict({"prompt": PROMPTS}), processing_class=tokenizer)
+    rollouts = os.path.join(out_dir, "rollouts.jsonl")        # each process writes its .rank<r>
+    reward = dump_rollouts(odd_length_reward, rollouts, GROUP)
+    trainer = RecordingTrainer(model=model, reward_funcs=reward, args=config, callbacks=[recorder],
+                               processing_class=tokenizer,
+                               train_dataset=Dataset.from_dict({"prompt": PROMPTS}))
     trainer.train()
     rank = trainer.accelerator.process_index
-    torch.save({"rank": rank, "world": trainer.accelerator.num_processes, **trainer.record, "grads": recorder.grads,
-                "logs": trainer.state.log_history}, os.path.join(out_dir, f"rank{rank}.pt"))
+    with open(f"{rollouts}.rank{rank}") as f:
+        dumped = f.read().splitlines()
+    torch.save({"rank": rank, "world": trainer.accelerator.num_processes, **trainer.record,
+                "grads": recorder.grads, "logs": trainer.state.log_history, "rollouts": dumped},
+               os.path.join(out_dir, f"rank{rank}.pt"))
     # Leave together and close gloo before the interpreter exits: a process group still
     # open at exit can abort one rank in teardown ("terminate called without an active
     # exception"), failing a run whose results are already saved.

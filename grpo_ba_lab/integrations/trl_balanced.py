@@ -62,10 +62,14 @@ Both GA settings are tested in tests/test_trl_balanced.py.
 
 Your run's rollouts for `python -m grpo_ba_lab.analysis.diagnose`: wrap the reward function,
 `reward_funcs=dump_rollouts(my_reward, "rollouts.jsonl", num_generations=8)`; it
-returns the same rewards and appends one {"group", "reward", "length"} line per
-completion (one file per process with several processes: concatenate them).
+returns the same rewards and appends one {"group", "reward", "length", "step", "run"}
+line per completion (one file per process with several processes: concatenate them).
+`run` is one id per trainer run, the same on every process, so runs appended to one
+file are never read as one batch. A runnable example: examples/trl_balanced.py.
 
-Tested with trl 1.16.0 (transformers 5.24, accelerate 1.15). Limits:
+Tested with trl 1.16.0 (transformers 5.24, accelerate 1.15); the [trl] extra allows
+trl>=1.16,<2. The trainer reads TRL's generation batch, a private layout a later 1.x may
+change: then it stops naming the missing keys (`check_trl_batch`). Limits:
 - beta > 0: TRL adds beta * KL_it *after* the advantage enters, so the KL term keeps
   TRL's dapo aggregation (token mean over the batch); the policy-gradient term is BA.
 - token-level importance sampling only; a tool_mask (multi-turn tools) is ignored.
@@ -73,6 +77,8 @@ Tested with trl 1.16.0 (transformers 5.24, accelerate 1.15). Limits:
 from __future__ import annotations
 
 import json
+import time
+import uuid
 
 from trl import GRPOTrainer
 
@@ -113,8 +119,23 @@ def _group_size(trainer) -> int:
     return trainer.num_generations if trainer.model.training else trainer.num_generations_eval
 
 
+# What this module reads from the dict TRL's _generate_and_score_completions returns.
+TRL_BATCH_KEYS = ("advantages", "completion_mask", "num_items_in_batch")
+
+
+def check_trl_batch(output):
+    """Refuse, in one line, a TRL whose generation batch lacks what the rescaling reads."""
+    missing = [key for key in TRL_BATCH_KEYS if key not in output]
+    if missing:
+        import trl
+        raise RuntimeError(f"trl {trl.__version__}'s generation batch has no {', '.join(missing)}: "
+                           "grpo_ba_lab.integrations.trl_balanced is tested with trl 1.16 "
+                           "(pip install 'trl>=1.16,<2')")
+
+
 def gathered_lengths_and_advantages(trainer, output):
     """(B_global,) response lengths and TRL's advantages, in TRL's global row order."""
+    check_trl_batch(output)
     lengths = output["completion_mask"].sum(dim=1).float()                          # (B_local,)
     advantages = output["advantages"].float()
     if trainer.accelerator.num_processes > 1:
@@ -166,29 +187,49 @@ class BalancedGRPOTrainer(GRPOTrainer):
         return output
 
 
+def new_run_id(num_processes: int) -> str:
+    """A trainer run's id: its start time (readable, sortable) and a random suffix (two runs
+    started in the same second differ). Every process gets process 0's, so the files of
+    one distributed run concatenate into one run."""
+    run_id = [f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"]
+    if num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+        broadcast_object_list(run_id, from_process=0)   # all processes score every batch, in step
+    return run_id[0]
+
+
 def dump_rollouts(reward_func, path, num_generations):
-    """Wrap a TRL reward function: same rewards, and one {"group", "reward", "length"} JSON
-    line per completion appended to `path` (`path`.rank<r> with several processes), the
-    input of `python -m grpo_ba_lab.analysis.diagnose`.
+    """Wrap a TRL reward function: same rewards, and one {"group", "reward", "length",
+    "step", "run"} JSON line per completion appended to `path` (`path`.rank<r> with several
+    processes), the input of `python -m grpo_ba_lab.analysis.diagnose`.
 
     group = "<generation batch>-<global row // G>", TRL's layout (process after process,
     groups contiguous), so a group split over two processes keeps one id. The reward is
     this function's (with several reward functions TRL trains on their weighted sum);
     length = len(completion_ids), the completion's tokens up to and including EOS.
+    step = TRL's global_step when the batch was scored (the generation batch's number
+    when called without TRL's `trainer_state`). run = one id per trainer run
+    (`new_run_id`): each `train()` starts a new TrainerState, and a new state starts a new
+    run with its batches counted from 0, so runs appended to one file stay apart.
     """
     from accelerate import PartialState
     state = PartialState()
     target = path if state.num_processes == 1 else f"{path}.rank{state.process_index}"
-    batches = [0]                                 # every process scores every generation batch, in step
+    run = {"state": None, "id": None, "batch": 0}   # the trainer run being dumped
 
     def dumping(prompts, completions, completion_ids, **kwargs):
         rewards = reward_func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+        trainer_state = kwargs.get("trainer_state")
+        if run["id"] is None or trainer_state is not run["state"]:
+            run.update(state=trainer_state, id=new_run_id(state.num_processes), batch=0)
+        step = run["batch"] if trainer_state is None else trainer_state.global_step
         first_row = state.process_index * len(prompts)
         with open(target, "a") as f:
             for row, (ids, reward) in enumerate(zip(completion_ids, rewards), start=first_row):
-                group = f"{batches[0]}-{row // num_generations}"
-                f.write(json.dumps({"group": group, "reward": reward, "length": len(ids)}) + "\n")
-        batches[0] += 1
+                line = {"group": f"{run['batch']}-{row // num_generations}", "reward": reward,
+                        "length": len(ids), "step": step, "run": run["id"]}
+                f.write(json.dumps(line) + "\n")
+        run["batch"] += 1
         return rewards
     dumping.__name__ = getattr(reward_func, "__name__", "reward")   # TRL names its reward metrics after it
     return dumping

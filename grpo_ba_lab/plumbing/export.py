@@ -8,6 +8,8 @@ safetensors weights, generation config) with the tokenizer beside it; under LoRA
 `adapter_model.safetensors`, megabytes), loaded over its base model with
 `PeftModel.from_pretrained(base, out_dir)`. Both get a short README.md model card: what
 trained the weights (rule, steps, data, held-out accuracy, the command), from `card`.
+The card's command runs from the model directory, its paths relative to it
+(`portable_command`), so it holds wherever the run directory is copied.
 `run_card` builds that dict from a run's settings and metrics.
 
 The directory is written beside its final place and renamed into it, so a kill leaves
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 
 from grpo_ba_lab.plumbing import run_io
@@ -50,7 +53,7 @@ def save_policy(policy, tokenizer, out_dir: str, card: dict) -> str:
         policy.save_pretrained(tmp)            # safetensors; PEFT: the adapter only
         tokenizer.save_pretrained(tmp)         # with its padding side (lm_setup.char_tokenizer)
         with open(os.path.join(tmp, "README.md"), "w") as f:
-            f.write(model_card(card, adapter))
+            f.write(model_card(card, adapter, model_dir=out_dir))
         if os.path.exists(out_dir):
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
@@ -83,9 +86,40 @@ def _text(value) -> str:
     return "-" if value in (None, "") else str(value)
 
 
-def model_card(card: dict, adapter: bool) -> str:
+def portable_command(command: str, model_dir: str) -> str:
+    """The command as the card gives it, to run from the model directory wherever the run
+    directory lies: paths inside the run directory (the model directory's parent, e.g.
+    `--config RUN/args.json`) become relative to the model directory, and the script
+    `python PATH/grpo_ba.py` becomes `python -m grpo_ba`, which names no clone. Other
+    absolute paths (a local base model, a dataset) stay: they are not in the run."""
+    try:
+        words = shlex.split(command)
+    except ValueError:                                   # unbalanced quotes: shown as given
+        return command
+    run_dir = os.path.dirname(os.path.abspath(model_dir))
+
+    def relative(path: str) -> str:
+        inside = os.path.isabs(path) and os.path.commonpath([run_dir, path]) == run_dir
+        return os.path.relpath(path, model_dir) if inside else path
+
+    out = []
+    for word in words:
+        if os.path.basename(word) == "grpo_ba.py" and out and "python" in os.path.basename(out[-1]):
+            out += ["-m", "grpo_ba"]
+        elif word.startswith("--") and "=" in word:      # --config=RUN/args.json
+            flag, _, value = word.partition("=")
+            out.append(f"{flag}={relative(value)}")
+        else:
+            out.append(relative(word))
+    return shlex.join(out)
+
+
+def model_card(card: dict, adapter: bool, model_dir: str | None = None) -> str:
     """README.md: front matter for the Hub (library, base model, tags), then what
-    trained the weights and how to load them."""
+    trained the weights and how to load them. With `model_dir`, the command is shown
+    to run from it (`portable_command`)."""
+    if model_dir and card.get("command"):
+        card = {**card, "command": portable_command(str(card["command"]), model_dir)}
     base = card.get("base_model")
     front = ["---", f"library_name: {'peft' if adapter else 'transformers'}"]
     if base and re.fullmatch(r"[\w.-]+/[\w.-]+", str(base)) and not os.path.exists(str(base)):
@@ -115,6 +149,12 @@ def model_card(card: dict, adapter: bool) -> str:
                   "model = AutoModelForCausalLM.from_pretrained(THIS_DIRECTORY)",
                   "tokenizer = AutoTokenizer.from_pretrained(THIS_DIRECTORY)"]
     lines += ["```", ""]
+    if model_dir and card.get("command"):
+        lines += ["## Train it again", "",
+                  "From this directory, with grpo_ba installed (`pip install .` in its clone). "
+                  "`..` is the run directory that holds this folder and the run's args.json: copy "
+                  "it whole. Add `--output-dir DIR` to choose where the new run goes.", "",
+                  "    " + _text(card["command"]), ""]
     return "\n".join(front + lines)
 
 
