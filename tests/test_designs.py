@@ -151,8 +151,12 @@ def test_the_report_of_a_complete_design_pools_its_seeds_and_shows_each_variant(
     _all_runs(tmp_path)
     assert report.main([str(tmp_path)]) == 0
     text = (tmp_path / "consequences.md").read_text()
-    assert "| balanced - token | last held-out acc | 6 | +0.050" in text
-    assert "| balanced - sequence | last held-out acc | 6 | +0.100 [+0.100, +0.100] | +0.100 | +0.100 | yes |" in text
+    assert "| balanced - token | last held-out acc | secondary | 6 | +0.050" in text
+    # version 2's three seeds per variant are too few for the variant check: nothing can hold
+    assert ("| balanced - sequence | last held-out acc | secondary | 6 | +0.100 [+0.100, +0.100] "
+            "| +0.100 [+0.100, +0.100] | +0.100 [+0.100, +0.100] | not detected; no difference "
+            "could have been seen (variant native-2t has 3 seeds") in text
+    assert "| holds |" not in text and text.count("| post hoc") == 9     # 3 mechanism x 3 pairs
     assert (tmp_path / "mechanism.png").exists()
 
 
@@ -209,18 +213,18 @@ def test_the_report_refuses_a_missing_extra_duplicated_foreign_or_unfinished_run
     assert not (tmp_path / "table.md").exists()      # not even the plain tables: checked before drawing
 
 
-def test_a_claim_holds_only_if_the_pooled_interval_excludes_0_and_both_variants_agree(tmp_path):
+def test_three_seeds_per_variant_cannot_make_a_claim_hold_whatever_the_pooled_interval(tmp_path):
+    """The version-2 rule (pooled interval and the variants' means agreeing in sign) could never
+    refuse at 3 + 3 seeds (tests/test_paired_stats.py); the current rule asks each variant's own
+    interval over >= 6 seeds, so a consistent difference on 3 + 3 seeds is not detected."""
     from grpo_ba_lab.analysis import toy_consequences as tc
-    # balanced - token: +0.1 on native-2t's seeds, -0.01 on default-1t's: pooled > 0 with an interval above 0?
-    split = lambda rule, seed: 0.1 + (0.0 if rule != "balanced" else (0.1 + seed / 1000 if seed < 33 else -0.01))
-    _all_runs(tmp_path, gain=split)
+    _all_runs(tmp_path)
     by_rule, _ = tc.design_runs(str(tmp_path), "loop-gap")
-    row = next(r for r in tc.claim_rows("loop-gap", by_rule) if r["pair"] == "balanced - token" and r["key"] == "last_acc")
-    assert row["by_variant"]["native-2t"] > 0 > row["by_variant"]["default-1t"]
-    assert not row["holds"]
-    both = next(r for r in tc.claim_rows("loop-gap", by_rule) if r["pair"] == "balanced - sequence"
-                and r["key"] == "last_acc")
-    assert both["holds"] == (both["excludes_zero"] and min(both["by_variant"].values()) > 0)
+    row = next(r for r in tc.claim_rows("loop-gap", by_rule) if r["pair"] == "balanced - sequence"
+               and r["key"] == "last_acc")
+    assert row["excludes_zero"] and all(v["mean"] > 0 for v in row["variants"].values())
+    assert row["verdict"] == "not detected"
+    assert "variant default-1t has 3 seeds" in row["verdict_text"]
 
 
 # ------------------------------------------------------------------ the demo's shipped warm-up

@@ -3,6 +3,7 @@ import math
 
 import pytest
 
+from grpo_ba_lab.analysis import paired_stats as ps
 from grpo_ba_lab.analysis.paired_stats import (accuracy_area, accuracy_gain, late_reward, paired_difference, paired_rows,
                           paired_table, regime_stats, t_critical)
 
@@ -76,3 +77,173 @@ def test_float_noise_around_an_identity_is_a_tie_in_every_table():
     assert noise["high"] < 0 and not noise["excludes_zero"]
     real = paired_difference([0.6, 0.61, 0.62], [0.5, 0.5, 0.51])
     assert real["excludes_zero"]
+
+
+# ------------------------------------------------------------------ exact t, power, seeds by power
+
+def test_the_t_distribution_is_exact_where_it_has_a_closed_form():
+    # df = 2: P(|T| <= x) = x / sqrt(2 + x^2); df = 1 (Cauchy): 2 atan(x) / pi
+    for x in (0.1, 1.0, 4.3027, 50.0, 1e6):
+        assert ps.t_abs_cdf(x, 2) == pytest.approx(x / math.sqrt(2 + x * x), rel=1e-12)
+        assert ps.t_abs_cdf(x, 1) == pytest.approx(2 * math.atan(x) / math.pi, rel=1e-12)
+    assert ps.t_quantile(0.80, 5) == pytest.approx(0.9195, abs=1e-4)        # printed tables
+    assert ps.t_quantile(0.20, 5) == pytest.approx(-0.9195, abs=1e-4)
+    assert ps.t_test_p(2.5706, 1.0 * math.sqrt(6), 6) == pytest.approx(0.05, abs=1e-4)
+
+
+def test_the_detectable_difference_is_the_t_formula_of_the_docstring():
+    # (t_{0.975,5} + t_{0.80,5}) * sd / sqrt(6) = (2.5706 + 0.9195) / sqrt(6) per unit of sd
+    per_sd = (2.570582 + 0.919544) / math.sqrt(6)
+    assert ps.detectable_difference(1.0, 6) == pytest.approx(per_sd, abs=1e-5)
+    assert ps.detectable_difference(0.5, 6) == pytest.approx(ps.detectable_difference(1.0, 6) / 2)
+    assert ps.detectable_difference(1.0, 1) == math.inf
+
+
+@pytest.mark.parametrize("low, high, seen", [(-0.007, 0.055, 0.042), (-0.028, 0.043, 0.048),
+                                             (-0.003, 0.040, 0.029)])
+def test_a_printed_six_seed_interval_gives_the_difference_it_could_have_seen(low, high, seen):
+    """The version-2 rows docs/toy-designs.md quotes (demo balanced - sequence, spread-room
+    balanced - sequence, tilde-gap balanced - token): the sd behind the interval, then delta_80."""
+    sd = ps.sd_from_interval(low, high, 6)
+    diffs = [(low + high) / 2 + sd * z for z in (1, -1, 1, -1, 1, -1)]   # values with that sd ...
+    row = paired_difference(diffs, [0] * 6)
+    assert row["sd"] == pytest.approx(sd * math.sqrt(6 / 5))          # ... (their n - 1 sd)
+    assert round(ps.detectable_difference(sd, 6), 3) == seen
+    assert ps.detectable_difference(row["sd"], 6) == pytest.approx(row["detectable"])
+
+
+def test_seeds_by_power_is_the_smallest_n_that_detects_delta():
+    assert ps.seeds_for(1.0, 1.0) == 10                 # effect size 1: the standard tables' n = 10
+    for delta, sd in ((0.02, 0.0295), (0.02, 0.011), (0.05, 0.03)):
+        n = ps.seeds_for(delta, sd)
+        assert ps.detectable_difference(sd, n) <= delta < ps.detectable_difference(sd, n - 1)
+    with pytest.raises(ValueError):
+        ps.seeds_for(0.0, 0.03)
+
+
+# ------------------------------------------------------------------ the claim rule
+
+def _nested(first: list[float], second: list[float]) -> dict:
+    """{variant: {seed: difference}}: the variants' seeds are disjoint, as in version 2."""
+    return {"native-2t": dict(enumerate(first)),
+            "default-1t": dict(enumerate(second, start=len(first)))}
+
+
+def _holds_by_the_version_2_rule(test: dict) -> bool:
+    """Version 2: the pooled interval excludes 0 and every variant's mean has its sign."""
+    agree = all(v["mean"] * test["mean"] > 0 for v in test["variants"].values())
+    return test["excludes_zero"] and agree
+
+
+def test_at_three_plus_three_seeds_the_version_2_sign_clause_could_never_refuse_a_claim():
+    """If a variant's mean has the other sign, pooled t <= sqrt(5) = 2.236 < t_{0.975,5} = 2.571:
+    the pooled interval alone already contains 0, so the clause never changed a verdict."""
+    import random
+    rng = random.Random(0)
+    assert math.sqrt(5) < t_critical(5)
+    extreme = ps.claim_test(_nested([0.02, 0.02, 0.02], [0.0, 0.0, 0.0]))  # the bound's case
+    assert extreme["mean"] / (extreme["sd"] / math.sqrt(6)) == pytest.approx(math.sqrt(5))
+    for _ in range(2000):
+        first = [rng.gauss(0.05, 0.03) for _ in range(3)]
+        second = [rng.gauss(-0.01, 0.03) for _ in range(3)]
+        test = ps.claim_test(_nested(first, second))
+        if min(v["mean"] for v in test["variants"].values()) * test["mean"] < 0:
+            assert not test["excludes_zero"]
+
+
+def test_with_more_seeds_a_pooled_interval_can_exclude_0_while_a_variant_disagrees_and_is_refused():
+    # six seeds per variant: one variant +0.06, the other -0.005; pooled t > t_{0.975,11}
+    test = ps.claim_test(_nested([0.06, 0.062, 0.058, 0.061, 0.059, 0.06],
+                                 [-0.005, -0.004, -0.006, -0.005, -0.004, -0.006]))
+    assert test["excludes_zero"] and test["variants"]["default-1t"]["mean"] < 0
+    assert ps.verdict(test) == ps.NOT_DETECTED
+    assert any("default-1t" in why for why in test["why"])
+
+
+def test_a_claim_is_refused_when_the_pooled_interval_excludes_0_but_a_variants_own_does_not():
+    agree = [0.05, 0.052, 0.048, 0.051, 0.049, 0.05]
+    noisy = [0.03, -0.02, 0.05, -0.01, 0.04, -0.03]               # mean +0.01, interval contains 0
+    test = ps.claim_test(_nested(agree, noisy))
+    assert test["excludes_zero"] and _holds_by_the_version_2_rule(test)   # version 2 said: holds
+    assert not test["variants"]["default-1t"]["excludes_zero"]
+    assert ps.verdict(test) == ps.NOT_DETECTED and test["p_claim"] >= ps.ALPHA
+
+
+def test_a_claim_holds_only_when_every_part_excludes_0_on_the_same_side():
+    test = ps.claim_test(_nested([0.05, 0.052, 0.048, 0.051, 0.049, 0.05],
+                                 [0.03, 0.035, 0.025, 0.032, 0.028, 0.03]))
+    assert ps.verdict(test) == ps.HOLDS
+    assert test["p_claim"] == max([test["p"]] + [v["p"] for v in test["variants"].values()])
+
+
+def test_three_seeds_per_variant_are_too_few_for_the_variant_check_whatever_the_pooled_interval():
+    test = ps.claim_test(_nested([0.05, 0.051, 0.049], [0.05, 0.052, 0.048]))
+    assert test["excludes_zero"] and test["p"] < 1e-6
+    assert ps.verdict(test) == ps.NOT_DETECTED and test["claim_detectable"] == math.inf
+    assert "variant native-2t has 3 seeds" in ps.verdict_text(test, ps.verdict(test))
+
+
+def test_a_seed_run_on_both_variants_counts_once_in_the_pooled_interval():
+    crossed = {"native-2t": {s: 0.05 + 0.001 * s for s in range(6)},
+               "default-1t": {s: 0.03 + 0.002 * s for s in range(6)}}
+    test = ps.claim_test(crossed)
+    assert test["n"] == 6                                        # seeds, not (seed, variant) runs
+    assert test["mean"] == pytest.approx(sum((0.08 + 0.003 * s) / 2 for s in range(6)) / 6)
+
+
+def test_an_interval_that_excludes_an_earlier_claim_says_contradicted():
+    # version 1's demo: balanced - sequence +0.155; a version with a small, noisy difference
+    small = _nested([0.03, -0.01, 0.05], [0.04, 0.0, 0.03])
+    test = ps.claim_test(small, earlier=0.155)
+    assert test["high"] < 0.155 and ps.verdict(test) == ps.CONTRADICTED
+    assert "the earlier +0.155 lies outside the interval" in ps.verdict_text(test, ps.CONTRADICTED)
+    inside = ps.claim_test(small, earlier=0.035)         # the earlier value inside: unconfirmed
+    assert inside["low"] < 0.035 < inside["high"] and ps.verdict(inside) == ps.NOT_DETECTED
+    flipped = ps.claim_test(_nested([-0.05, -0.052, -0.048, -0.051, -0.049, -0.05],
+                                    [-0.03, -0.035, -0.025, -0.032, -0.028, -0.03]), earlier=0.01)
+    assert ps.verdict(flipped) == ps.CONTRADICTED                # holds, with the other sign
+    same_way = ps.claim_test(_nested([0.05, 0.052, 0.048, 0.051, 0.049, 0.05],
+                                     [0.03, 0.035, 0.025, 0.032, 0.028, 0.03]), earlier=0.155)
+    assert ps.verdict(same_way) == ps.HOLDS                      # smaller than claimed, same sign
+
+
+def test_a_not_detected_row_prints_the_difference_it_could_have_seen():
+    diffs = [0.02, -0.01, 0.03, 0.0, 0.01, -0.02]
+    test = ps.claim_test(_nested(diffs, [d + 0.005 for d in diffs]))
+    text = ps.verdict_text(test, ps.verdict(test))
+    seen = test["claim_detectable"]
+    assert ps.verdict(test) == ps.NOT_DETECTED and math.isfinite(seen)
+    assert text == f"not detected; differences of {seen:.3f} or more would have been seen"
+    # the whole rule needs more than the pooled test alone: each variant has half the seeds
+    assert seen > test["detectable"]
+
+
+# ------------------------------------------------------------------ Holm within a design
+
+def test_holm_adjusts_step_down():
+    assert ps.holm({"a": 0.01, "b": 0.04}) == pytest.approx({"a": 0.02, "b": 0.04})
+    assert ps.holm({"a": 0.03, "b": 0.04}) == pytest.approx({"a": 0.06, "b": 0.06})
+    assert ps.holm({"a": 0.5}) == {"a": 0.5} and ps.holm({}) == {}
+
+
+def _with_p(p_claim: float) -> dict:
+    return {"mean": 0.02, "p_claim": p_claim, "earlier": None, "p_earlier": None}
+
+
+def test_primaries_are_judged_after_holm_and_no_design_has_more_than_two():
+    tests = {"first": _with_p(0.03), "second": _with_p(0.04), "other": _with_p(0.03)}
+    assert ps.design_verdicts(tests) == {k: ps.HOLDS for k in tests}               # no primaries
+    held = ps.design_verdicts(tests, primaries=["first", "second"])
+    assert held == {"first": ps.NOT_DETECTED, "second": ps.NOT_DETECTED, "other": ps.HOLDS}
+    first_small = ps.design_verdicts({**tests, "first": _with_p(0.01)}, ["first", "second"])
+    assert first_small["first"] == ps.HOLDS
+    with pytest.raises(ValueError, match="at most 2"):
+        ps.design_verdicts(tests, primaries=["first", "second", "other"])
+    with pytest.raises(ValueError, match="without a row"):
+        ps.design_verdicts(tests, primaries=["nowhere"])
+
+
+def test_the_command_prints_what_a_printed_interval_could_see(capsys):
+    assert ps.main(["--interval", "-0.007", "0.055", "--seeds", "6"]) == 0
+    printed = capsys.readouterr().out
+    assert "detectable at 80% power with 6 seeds: 0.0421; seeds to detect 0.02: 20" in printed

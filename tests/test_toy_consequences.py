@@ -137,3 +137,222 @@ def test_named_designs_are_the_pre_registered_version_2_settings():
     assert tc.DESIGNS["spread-room"]["seeds"] == {"native-2t": (40, 41, 42), "default-1t": (43, 44, 45)}
     assert tc.designs.VARIANTS == {"native-2t": {"cpu_capability": "", "threads": 2},
                                    "default-1t": {"cpu_capability": "default", "threads": 1}}
+
+
+# ------------------------------------------------------------------ a design's report, whole
+
+import dataclasses
+import json
+
+RULES = ("token", "sequence", "balanced")
+
+
+def _design_run(root, name, rule, seed, last, cpu="Test CPU 1", trained_on="cpu", **changes):
+    """A finished run of design `name` as the design sweep writes it: args.json with the
+    design's settings (`changes` on top), metrics ending in the evaluation after the last
+    update (`last`), run.json with its seed's machine variant on CPU `cpu`, device `trained_on`."""
+    variant = tc.designs.VARIANTS[tc.designs.variant_of(name, seed)]
+    args = dataclasses.asdict(parse_args(["--design", name, "--aggregator", rule,
+                                          "--seed", str(seed)]))
+    args.update(output_dir=str(root / f"gap-{rule}-s{seed}"), threads=variant["threads"], **changes)
+    run = root / f"gap-{rule}-s{seed}"
+    run.mkdir(parents=True)
+    (run / "args.json").write_text(json.dumps(args))
+    lines = [{"step": step, "accuracy": 0.4 + (last - 0.4) * step / args["steps"],
+              "reward_mean": 0.5, "len_right": 6, "len_wrong": 12, "wrong_over_right": 2.0,
+              "std_over_mean": 0.5, "pos_share": 0.5, "entropy": 0.3}
+             for step in (0, args["steps"] // 2)]
+    lines.append({"step": args["steps"], "final_evaluation": True, "accuracy": last})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+    machine = {"cpu_model": cpu, "cpu_capability": "X", "torch": "2", "threads": variant["threads"],
+               "aten_cpu_capability": variant["cpu_capability"]}
+    start = {"step": 0, "machine": machine, "provenance": {"device": trained_on},
+             "warmup": {"source": "trained", "sha256": "ab" * 32}}
+    (run / "run.json").write_text(json.dumps({"starts": [start]}))
+    return run
+
+
+def _design(root, name="loop-gap", last=None, skip=()):
+    """Every registered (rule, seed) of `name`; last(rule, seed) -> its last accuracy."""
+    base = {"token": 0.5, "sequence": 0.45, "balanced": 0.55}
+    last = last or (lambda rule, seed: base[rule] + seed / 1000)
+    for seed, _ in tc.designs.registered_seeds(name):
+        for rule in RULES:
+            if (rule, seed) not in skip:
+                _design_run(root, name, rule, seed, last(rule, seed))
+
+
+def _refusal(root, name="loop-gap") -> str:
+    with pytest.raises(ValueError, match="exactly its registered runs") as refused:
+        tc.design_runs(str(root), name)
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("group_size", 4, "--group-size 4 where the design has 8"),
+    ("prompts_per_step", 8, "--prompts-per-step 8 where the design has 16"),
+    ("inner_updates", 1, "--inner-updates 1 where the design has 2"),
+    ("eps_high", 0.2, "--eps-high 0.2 where the design has 0.28"),
+    ("temperature", 0.7, "--temperature 0.7 where the design has 1.0"),
+    ("max_new_tokens", 30, "--max-new-tokens 30 where the design has 40"),
+    ("beta", 0.04, "--beta 0.04 where the design has 0.0"),
+    ("adv_scale", "none", "--adv-scale none where the design has std"),
+    ("eval_temperature", 0.6, "--eval-temperature 0.6 where the design has 0.0"),
+    ("warmup_from_scratch", True, "--warmup-from-scratch True where the design has False"),
+    ("dtype", "bfloat16", "--dtype bfloat16 where the design has float32"),
+    ("micro_batch_size", 4, "--micro-batch-size 4 where the design has 0"),
+    ("a_future_flag", 1, "--a-future-flag 1: not a setting of this grpo_ba.py")])
+def test_a_run_differing_from_its_design_in_any_non_machine_key_is_refused_naming_run_and_key(
+        key, value, words, tmp_path):
+    _design(tmp_path, skip={("balanced", 31)})
+    _design_run(tmp_path, "loop-gap", "balanced", 31, 0.6, **{key: value})
+    refusal = _refusal(tmp_path)
+    assert f"gap-balanced-s31: not this design's settings ({words}" in refusal
+    assert refusal.count("not this design's settings") == 1
+
+
+def test_a_key_missing_from_args_json_is_refused_by_name(tmp_path):
+    _design(tmp_path)
+    path = tmp_path / "gap-token-s33" / "args.json"
+    args = json.loads(path.read_text())
+    del args["eval_prompts"]
+    path.write_text(json.dumps(args))
+    refusal = _refusal(tmp_path)
+    words = "gap-token-s33: not this design's settings (--eval-prompts missing from args.json"
+    assert words in refusal
+
+
+def test_machine_keys_may_differ_between_a_designs_runs(tmp_path):
+    _design(tmp_path, skip={("token", 30), ("sequence", 34)})
+    _design_run(tmp_path, "loop-gap", "token", 30, 0.5, cache_dir="/elsewhere", log_every=1,
+                save_every=5, report_to="tensorboard", completions=True, resume="somewhere",
+                device="cpu")
+    _design_run(tmp_path, "loop-gap", "sequence", 34, 0.5, device="cuda")   # fell back to the CPU
+    by_rule, records = tc.design_runs(str(tmp_path), "loop-gap")
+    assert sorted(by_rule["token"]) == list(range(30, 36)) and len(records) == 6
+    assert set(tc.MACHINE_KEYS) >= {"output_dir", "threads", "device", "cache_dir"}
+    assert not {"dtype", "micro_batch_size", "group_size"} & set(tc.MACHINE_KEYS)
+
+
+def test_runs_on_another_cpu_model_are_refused_by_name(tmp_path):
+    _design(tmp_path, skip={("token", 33), ("balanced", 35)})
+    _design_run(tmp_path, "loop-gap", "token", 33, 0.5, cpu="Test CPU 2")
+    _design_run(tmp_path, "loop-gap", "balanced", 35, 0.6, cpu="Test CPU 2")
+    refusal = _refusal(tmp_path)
+    for run in ("gap-token-s33", "gap-balanced-s35"):
+        assert (f"{run}: ran on CPU 'Test CPU 2' where the design's other runs ran on "
+                "'Test CPU 1'") in refusal
+    assert refusal.count("ran on CPU") == 2
+
+
+def test_a_run_trained_on_a_gpu_is_refused(tmp_path):
+    _design(tmp_path, skip={("sequence", 32)})
+    _design_run(tmp_path, "loop-gap", "sequence", 32, 0.5, trained_on="cuda:0")
+    refusal = _refusal(tmp_path)
+    assert "gap-sequence-s32: trained on cuda:0: a design's runs train on the CPU" in refusal
+
+
+def test_the_report_labels_every_row_and_gives_each_a_verdict(tmp_path):
+    _design(tmp_path)
+    by_rule, records = tc.design_runs(str(tmp_path), "loop-gap")
+    rows = tc.claim_rows("loop-gap", by_rule)
+    assert len(rows) == 3 * len(tc.METRICS)                          # every row, none chosen
+    assert {r["label"] for r in rows} == {"secondary", "post hoc", "post hoc; manipulation check"}
+    assert {r["verdict"] for r in rows} <= {"holds", "contradicted", "not detected"}
+    text = tc.design_report_text("loop-gap", by_rule, records)
+    assert "registered in registrations/loop-gap-v2.md" in text
+    share = "| weight share on right answers, run mean | post hoc; manipulation check |"
+    assert text.count(share) == 3
+
+
+def _row(by_rule: dict, pair: str, key: str) -> dict:
+    rows = tc.claim_rows("loop-gap", by_rule)
+    return next(r for r in rows if (r["pair"], r["key"]) == (pair, key))
+
+
+def _noisy(rule_gap: float):
+    """last(rule, seed): balanced - token is rule_gap plus seed noise around it."""
+    noise = {30: 0.01, 31: -0.012, 32: 0.004, 33: -0.006, 34: 0.011, 35: -0.007}
+    return lambda rule, seed: 0.5 + (rule_gap + noise[seed] if rule == "balanced" else 0.0)
+
+
+def test_a_row_whose_interval_excludes_the_earlier_claim_says_contradicted(tmp_path):
+    # version 1 claimed loop-gap's balanced - token = +0.042 at the last step
+    _design(tmp_path, last=_noisy(0.0))
+    by_rule, _ = tc.design_runs(str(tmp_path), "loop-gap")
+    row = _row(by_rule, "balanced - token", "last_acc")
+    assert row["earlier"] == 0.042 and row["high"] < 0.042
+    assert row["verdict"] == "contradicted"
+    assert row["verdict_text"] == "contradicted (the earlier +0.042 lies outside the interval)"
+
+
+def test_a_not_detected_row_prints_the_difference_it_could_have_seen(tmp_path, monkeypatch):
+    seeds = {"native-2t": tuple(range(30, 36)), "default-1t": tuple(range(36, 42))}
+    monkeypatch.setitem(tc.DESIGNS["loop-gap"], "seeds", seeds)
+    noise = [0.01, -0.012, 0.004, -0.006, 0.011, -0.007]
+    _design(tmp_path, last=lambda rule, seed: 0.5 + (0.004 + noise[seed % 6]
+                                                    if rule == "balanced" else 0.0))
+    by_rule, _ = tc.design_runs(str(tmp_path), "loop-gap")
+    row = _row(by_rule, "balanced - sequence", "last_acc")
+    assert row["verdict"] == "not detected" and 0 < row["claim_detectable"] < 1
+    seen = row["claim_detectable"]
+    assert row["verdict_text"] == (f"not detected; differences of {seen:.3f} or more would have "
+                                   "been seen")
+
+
+def test_with_six_seeds_per_variant_a_consistent_primary_holds_after_holm(tmp_path, monkeypatch):
+    seeds = {"native-2t": tuple(range(30, 36)), "default-1t": tuple(range(36, 42))}
+    monkeypatch.setitem(tc.DESIGNS["loop-gap"], "seeds", seeds)
+    primaries = (("balanced - token", "last_acc"), ("balanced - sequence", "acc_area"))
+    registration = {**tc.REGISTRATIONS["loop-gap"], "primaries": primaries, "earlier": {}}
+    monkeypatch.setitem(tc.REGISTRATIONS, "loop-gap", registration)
+    noise = [0.01, -0.012, 0.004, -0.006, 0.011, -0.007]
+    _design(tmp_path, last=lambda rule, seed: 0.5 + (0.05 + noise[seed % 6]
+                                                    if rule == "balanced" else 0.0))
+    by_rule, _ = tc.design_runs(str(tmp_path), "loop-gap")
+    rows = {(r["pair"], r["key"]): r for r in tc.claim_rows("loop-gap", by_rule)}
+    held = rows[("balanced - token", "last_acc")]
+    assert held["label"] == "primary" and held["verdict"] == "holds"
+    assert held["verdict_text"] == "holds (Holm over 2 primaries)"
+    # a primary's detectable difference is quoted at Holm's first step, alpha / 2
+    at_holm = tc.paired_stats.claim_detectable(held, tc.paired_stats.ALPHA / 2)
+    assert held["claim_detectable"] == pytest.approx(at_holm)
+    assert at_holm > tc.paired_stats.claim_detectable(held)
+    assert rows[("balanced - sequence", "acc_area")]["label"] == "primary"
+    assert rows[("token - sequence", "last_acc")]["label"] == "secondary"
+    assert rows[("token - sequence", "last_acc")]["verdict"] == "not detected"   # an exact tie
+
+
+def test_every_design_has_a_registration_file_of_its_version_with_at_most_two_primaries():
+    for name in tc.DESIGNS:
+        registration = tc.REGISTRATIONS[name]
+        assert registration["version"] == tc.designs.VERSION, name
+        path = tc.registration_file(name)
+        assert os.path.exists(os.path.join(REPO, path)), path
+        assert len(registration["primaries"]) <= 2
+        keys = {key for key, _, _ in tc.METRICS}
+        assert all(key in keys for _, key in registration["primaries"])
+        assert set(registration["post_hoc"]) <= keys
+
+
+def test_every_detectable_difference_in_toy_designs_md_is_computed_from_its_rows_interval():
+    """docs/toy-designs.md quotes, per version-2 row, the difference its pooled interval could
+    have seen and the earlier values it contradicts: each is recomputed from the row's own
+    printed interval (6 seeds), so no such number is typed by hand."""
+    import re
+    with open(os.path.join(REPO, "docs", "toy-designs.md")) as f:
+        rows = [line for line in f if line.startswith("| ") and "verdict" not in line]
+    interval = re.compile(r"\| [+-][\d.]+ \[([+-][\d.]+), ([+-][\d.]+)\]")
+    checked = 0
+    for row in rows:
+        if "would have been seen" not in row and "version 1's" not in row:
+            continue
+        low, high = map(float, interval.search(row).groups())
+        for seen in re.findall(r"differences of ([\d.]+) or more would have been seen", row):
+            sd = tc.paired_stats.sd_from_interval(low, high, 6)
+            assert f"{tc.paired_stats.detectable_difference(sd, 6):.3f}" == seen, row
+            checked += 1
+        for earlier, where in re.findall(r"version 1's ([+-][\d.]+) lies (outside|inside)", row):
+            assert (low <= float(earlier) <= high) == (where == "inside"), row
+            checked += 1
+    assert checked >= 12

@@ -1,16 +1,20 @@
 """grpo_ba_lab/analysis/toy_consequences.py -- do the paper's consequences show on the toy?
 
 The toy shows the mechanism of each aggregation rule exactly; this module measures the
-*consequences* the paper reports, on designs written down before they ran
-(docs/toy-designs.md): the last held-out accuracy, the peak, and the drop from the peak
-to the last step, paired by seed between rules (grpo_ba_lab/analysis/paired_stats.py), and the curves that
-explain them (entropy, the weight on the positive side, right and wrong lengths).
+*consequences* the paper reports, on designs registered before they ran (registrations/,
+docs/toy-designs.md): the last held-out accuracy, the peak, and the drop from the peak to
+the last step, paired by seed between rules (grpo_ba_lab/analysis/paired_stats.py), and the
+curves that explain them (entropy, the weight on the positive side, right and wrong lengths).
 
     python -m grpo_ba_lab.analysis.toy_consequences runs/d1-loop-gap --out runs/d1-loop-gap/report
 
 Each design is a named set of grpo_ba.py flags (toy_tasks/designs.py); its runs are one
 directory per (rule, seed) under one folder, as `python -m grpo_ba_lab.analysis.sweep --design NAME`
-writes them (that command also writes this report).
+writes them (that command also writes this report). The report uses exactly the design's
+registered runs, each with the design's settings in every key of args.json but the machine
+keys (MACHINE_KEYS), all on one CPU model; it prints every (pair, metric) row with its label
+(primary, secondary, post hoc) and its verdict (holds, contradicted, not detected with the
+difference it could have seen), the primaries judged after Holm within the design.
 """
 from __future__ import annotations
 
@@ -115,17 +119,53 @@ METRICS = [("last_acc", "last held-out acc", last_accuracy),
 
 # ------------------------------------------------------------------ a design's runs: all of them, no others
 
+# Keys of args.json that may differ between a design's runs: they say where a run writes
+# (output_dir, resume, cache_dir), what it reports (log_every, save_every, report_to,
+# completions) and where it runs (threads, device), never what it computes. The variant
+# check below covers threads from run.json, and the device check the device a run used.
+# Everything else, dtype and micro_batch_size included (each changes the floating-point
+# path), must equal the design's settings; aggregator and seed name the run.
+MACHINE_KEYS = ("output_dir", "resume", "cache_dir", "log_every", "save_every", "report_to",
+                "completions", "threads", "device")
+RUN_KEYS = ("aggregator", "seed")
+
+
+def expected_settings(name: str, rule: str, seed: int) -> dict:
+    """args.json of (rule, seed) of design `name` as `--design NAME` writes it (JSON types)."""
+    import dataclasses
+    import json
+    return json.loads(json.dumps(dataclasses.asdict(design_args(name, aggregator=rule, seed=seed))))
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def settings_problems(name: str, args: dict) -> list[str]:
+    """Each key of a run's args.json that differs from its design's settings, by name."""
+    expected = expected_settings(name, args.get("aggregator"), args.get("seed"))
+    problems = []
+    for key in sorted(set(expected) | set(args)):
+        if key in MACHINE_KEYS or key in RUN_KEYS:
+            continue
+        if key not in args:
+            problems.append(f"{_flag(key)} missing from args.json "
+                            f"(the design has {expected[key]!r})")
+        elif key not in expected:
+            problems.append(f"{_flag(key)} {args[key]!r}: not a setting of this grpo_ba.py")
+        elif args[key] != expected[key]:
+            problems.append(f"{_flag(key)} {args[key]} where the design has {expected[key]}")
+    return problems
+
+
 def _run_problems(name: str, run_dir: str, args: dict, metrics: list[dict], record: dict,
                   settings: bool = True) -> list[str]:
     """Why one run cannot stand for (its rule, its seed) of design `name` ([] if it can).
     settings=False: only whether it finished (a demo may change the design's flags and machine)."""
     problems = []
-    flags = designs.design_flags(name)
-    differing = sorted(k for k, v in flags.items() if settings and k != "seed" and args.get(k) != v)
+    differing = settings_problems(name, args) if settings else []
     if differing:
-        problems.append("not this design's settings (" + ", ".join(f"--{k.replace('_', '-')} {args.get(k)} "
-                                                                    f"where the design has {flags[k]}"
-                                                                    for k in differing) + ")")
+        problems.append("not this design's settings (" + "; ".join(differing) + ")")
     if not run_io.is_finished(run_dir, metrics, args.get("steps")):
         problems.append(f"unfinished: no evaluation after its last update (step {args.get('steps')})")
     if not settings:
@@ -142,14 +182,37 @@ def _run_problems(name: str, run_dir: str, args: dict, metrics: list[dict], reco
                             f"'{machine['aten_cpu_capability']}' where its seed's variant "
                             f"{variant_name} asks {variant['threads']} and '{variant['cpu_capability']}'")
             break
+    for start in record.get("starts", []):
+        device = (start.get("provenance") or {}).get("device", "cpu")
+        if device != "cpu":          # --device auto takes a GPU where there is one
+            problems.append(f"trained on {device}: a design's runs train on the CPU")
+            break
     return problems
+
+
+def cpu_model_problems(records: dict) -> list[str]:
+    """One CPU model per design: {run_dir: run.json} -> a problem for each run (start) on a
+    model other than the most common one, naming both ([] when all ran on one model)."""
+    by_model = {}
+    for run_dir, record in records.items():
+        for start in record.get("starts", []):
+            model = (start.get("machine") or {}).get("cpu_model")
+            if model is not None:
+                by_model.setdefault(model, set()).add(run_dir)
+    if len(by_model) < 2:
+        return []
+    common = max(sorted(by_model), key=lambda m: len(by_model[m]))
+    return [f"{run_dir}: ran on CPU {model!r} where the design's other runs ran on {common!r} "
+            f"(one CPU model per design)"
+            for model in sorted(by_model) if model != common for run_dir in sorted(by_model[model])]
 
 
 def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
     """({rule: {seed: metrics}}, {seed: run.json}) of design `name` under runs_dir: exactly
-    its registered seeds x three rules, each finished, on its seed's machine variant, with
-    the design's settings. Anything missing, extra, duplicated or off is a ValueError
-    that names every such run, so a report can never be drawn from a chosen subset.
+    its registered seeds x three rules, each finished, on its seed's machine variant, on the
+    CPU, all on one CPU model, each with the design's settings in every key of args.json but
+    MACHINE_KEYS. Anything missing, extra, duplicated or off is a ValueError that names every
+    such run (and key), so a report can never be drawn from a chosen subset.
     `seeds`: expect only these registered seeds (the one-seed demo), not all of them."""
     registered = {seed for seed, _ in designs.registered_seeds(name)}
     if seeds is not None:
@@ -174,6 +237,8 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
         else:
             problems += [f"{run_dir}: {p}" for p in _run_problems(name, run_dir, args, metrics, record,
                                                                    settings=seeds is None)]
+    if seeds is None:
+        problems += cpu_model_problems({run_dir: record for run_dir, _, record in found.values()})
     missing = [(rule, seed) for seed in sorted(registered) for rule in RULES if (rule, seed) not in found]
     if missing:
         problems.append(f"missing under {runs_dir}: " + ", ".join(f"{r} seed {s}" for r, s in missing)
@@ -241,31 +306,91 @@ def paired_table(by_rule: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# What each design's registration (registrations/<design>-v<version>.md) fixes for its
+# report: its primaries ((pair, metric key), at most 2: Holm within the design), the metrics
+# chosen after its runs began (post hoc), and the values an earlier version claimed, which a
+# row may contradict. Every other row is secondary. Version 2 registered no primary; its
+# mechanism metrics were added after the demo's runs and while loop-gap's were going.
+MECHANISM_KEYS = ("late_len_right", "late_len_wrong", "pos_share")
+# balanced's weight share is 1/2 by formula and token's follows the lengths: a check that
+# the rules do what they say, not a finding
+MANIPULATION_CHECKS = ("pos_share",)
+REGISTRATIONS = {
+    "demo": dict(version=2, primaries=(), post_hoc=MECHANISM_KEYS,
+                 earlier={("balanced - sequence", "last_acc"): 0.155,
+                          ("balanced - token", "last_acc"): 0.080}),
+    "loop-gap": dict(version=2, primaries=(), post_hoc=MECHANISM_KEYS,
+                     earlier={("balanced - token", "last_acc"): 0.042}),
+    "spread-room": dict(version=2, primaries=(), post_hoc=(),
+                        earlier={("balanced - sequence", "last_acc"): 0.035}),
+    "tilde-gap": dict(version=2, primaries=(), post_hoc=(), earlier={}),
+}
+
+
+def registration_file(name: str) -> str:
+    """Where design `name`'s registration lies, relative to the repository root."""
+    return f"registrations/{name}-v{REGISTRATIONS[name]['version']}.md"
+
+
+def row_label(name: str, pair: str, key: str) -> str:
+    """primary / secondary / post hoc, as the design's registration fixed it before its runs."""
+    registration = REGISTRATIONS[name]
+    label = ("primary" if (pair, key) in registration["primaries"] else
+             "post hoc" if key in registration["post_hoc"] else "secondary")
+    return label + ("; manipulation check" if key in MANIPULATION_CHECKS else "")
+
+
 def claim_rows(name: str, by_rule: dict) -> list[dict]:
-    """Per (pair of rules, metric): the paired difference pooled over all the design's
-    seeds, and its mean on each machine variant's seeds. A claim *holds* when the pooled
-    interval excludes 0 and every variant's mean has the pooled mean's sign."""
+    """Every (pair of rules, metric) of the design: paired_stats.claim_test over its seeds
+    per machine variant, its label, its verdict (holds / contradicted / not detected; the
+    primaries after Holm within the design) and that verdict in words."""
+    registration = REGISTRATIONS[name]
+    tests = {}
+    for rule_a, rule_b in paired_stats.PAIRS:
+        pair = f"{rule_a} - {rule_b}"
+        for key, label, fn in METRICS:
+            by_variant = {variant: {s: fn(by_rule[rule_a][s]) - fn(by_rule[rule_b][s])
+                                    for s in seeds}
+                          for variant, seeds in DESIGNS[name]["seeds"].items()}
+            test = paired_stats.claim_test(by_variant, registration["earlier"].get((pair, key)))
+            tests[(pair, key)] = {**test, "pair": pair, "key": key, "metric": label,
+                                  "label": row_label(name, pair, key)}
+    verdicts = paired_stats.design_verdicts(tests, registration["primaries"])
     rows = []
-    for row in paired_rows(by_rule):
-        rule_a, rule_b = row["pair"].split(" - ")
-        fn = next(f for key, _, f in METRICS if key == row["key"])
-        by_variant = {}
-        for variant, seeds in DESIGNS[name]["seeds"].items():
-            diffs = [fn(by_rule[rule_a][s]) - fn(by_rule[rule_b][s]) for s in seeds]
-            by_variant[variant] = sum(diffs) / len(diffs)
-        same_sign = all(math.copysign(1, v) == math.copysign(1, row["mean"]) and v != 0 for v in by_variant.values())
-        rows.append({**row, "by_variant": by_variant, "holds": bool(row["excludes_zero"] and same_sign)})
+    primaries = len(registration["primaries"])
+    for key, row in tests.items():
+        if key in registration["primaries"]:      # Holm's first step tests at alpha / m
+            row["claim_detectable"] = paired_stats.claim_detectable(
+                row, paired_stats.ALPHA / primaries)
+        text = paired_stats.verdict_text(row, verdicts[key])
+        if key in registration["primaries"]:
+            text += f" (Holm over {primaries} primaries)"
+        rows.append({**row, "verdict": verdicts[key], "verdict_text": text})
     return rows
+
+
+def _interval(d: dict) -> str:
+    return paired_stats._fmt_interval(d) if d["n"] > 1 else f"{d['mean']:+.3f} (1 seed)"
 
 
 def claims_table(name: str, by_rule: dict) -> str:
     variants = list(DESIGNS[name]["seeds"])
-    lines = ["| pair | metric | seeds | pooled mean [95% interval] | " + " | ".join(f"mean, {v}" for v in variants)
-             + " | holds |", "|---|---|---|---|" + "---|" * len(variants) + "---|"]
+    lines = ["| pair | metric | label | seeds | pooled mean [95% interval] | "
+             + " | ".join(f"{v}: own [95% interval]" for v in variants) + " | verdict |",
+             "|---|---|---|---|---|" + "---|" * len(variants) + "---|"]
     for r in claim_rows(name, by_rule):
-        lines.append(f"| {r['pair']} | {r['metric']} | {r['n']} | {paired_stats._fmt_interval(r)} | "
-                     + " | ".join(f"{r['by_variant'][v]:+.3f}" for v in variants) + f" | {'yes' if r['holds'] else 'no'} |")
+        lines.append(f"| {r['pair']} | {r['metric']} | {r['label']} | {r['n']} | {_interval(r)} | "
+                     + " | ".join(_interval(r["variants"][v]) for v in variants)
+                     + f" | {r['verdict_text']} |")
     return "\n".join(lines) + "\n"
+
+
+CLAIM_RULE = ("A row holds when its pooled 95% interval excludes 0 and each machine variant's "
+              f"own interval, over at least {paired_stats.MIN_VARIANT_SEEDS} seeds, excludes 0 on "
+              "the same side; contradicted when the pooled interval excludes the value an earlier "
+              "version claimed (or it holds with the other sign); otherwise not detected, with the "
+              "smallest difference the whole rule detects at 80% power. Primaries are judged after "
+              "Holm within the design; every other row is secondary or post hoc, as labelled")
 
 
 def seeds_table(name: str, by_rule: dict, records: dict) -> str:
@@ -283,20 +408,24 @@ def seeds_table(name: str, by_rule: dict, records: dict) -> str:
 
 
 def design_report_text(name: str, by_rule: dict, records: dict) -> str:
-    """consequences.md of a design (version 2): its seeds, the claims pooled and per
-    machine variant, then the per-rule and paired tables."""
-    return (f"Design {name} (version {designs.VERSION}): {len(records)} seeds, each with its own warm-up, over the "
-            f"machine variants {', '.join(DESIGNS[name]['seeds'])}.\n\n" + seeds_table(name, by_rule, records) +
-            "\nClaims (a claim holds when the pooled interval excludes 0 and every variant's mean has its sign):\n\n"
-            + claims_table(name, by_rule) + "\n" + report_text(by_rule))
+    """consequences.md of a design: its seeds, then every (pair, metric) row with its label
+    and verdict, then the per-rule table."""
+    return (f"Design {name} (version {designs.VERSION}, registered in {registration_file(name)}): "
+            f"{len(records)} seeds, each with its own warm-up, over the machine variants "
+            f"{', '.join(DESIGNS[name]['seeds'])}.\n\n" + seeds_table(name, by_rule, records) +
+            f"\nEvery row ({CLAIM_RULE}):\n\n" + claims_table(name, by_rule) + "\n"
+            + step0_text(by_rule) + "Per rule:\n\n" + per_rule_table(by_rule))
 
 
-def report_text(by_rule: dict) -> str:
+def step0_text(by_rule: dict) -> str:
     s = step0_stats(by_rule)
     return (f"Step 0: greedy held-out accuracy {s['acc']:.3f}, wrong/right {s['wrong_over_right']:.2f} "
             f"(right {s['len_right']:.1f}, wrong {s['len_wrong']:.1f} tokens), std/mean {s['std_over_mean']:.2f}, "
-            f"sampled reward {s['reward']:.2f} (mean over the runs' step-0 rollouts).\n\n"
-            "Per rule:\n\n" + per_rule_table(by_rule) +
+            f"sampled reward {s['reward']:.2f} (mean over the runs' step-0 rollouts).\n\n")
+
+
+def report_text(by_rule: dict) -> str:
+    return (step0_text(by_rule) + "Per rule:\n\n" + per_rule_table(by_rule) +
             "\nPaired by seed (mean [95% Student t interval] of the per-seed difference):\n\n" + paired_table(by_rule))
 
 
@@ -339,9 +468,10 @@ def mechanism_figure(by_rule: dict, path: str, title: str = ""):
 
 def report(runs_dir: str, out: str, figure: str = "", title: str = "", log=print, seeds=None,
            checked=None) -> str:
-    """consequences.md (step 0, per rule, paired) and the mechanism figure of one design's
-    runs; returns the report's text. `seeds`: the runs are only these seeds of the design
-    (the demo's one seed): checked the same way, and no claim is made from them.
+    """consequences.md (a design's: its seeds, every row with its verdict, per rule; other
+    runs: step 0, per rule, paired) and the mechanism figure; returns the report's text.
+    `seeds`: the runs are only these seeds of the design (the demo's one seed): checked the
+    same way, and no claim is made from them.
     `checked`: design_runs' result when the caller has already checked the runs."""
     os.makedirs(out, exist_ok=True)
     name = saved_design(runs_dir)
