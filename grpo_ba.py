@@ -6,56 +6,44 @@ Fixing Aggregation Bias in GRPO* (arXiv 2605.04077), in the paper's order: 1 adv
 loop, 8 main. The math is derived in docs/method.md; docstrings cite its sections.
 
     python grpo_ba.py                              # demo: shipped warm-up, then each rule, 30 steps
+    python grpo_ba.py --seed 7                     # the demo on another seed (its own warm-up)
     python grpo_ba.py --design loop-gap            # wrong answers loop in digits, 300 steps
-    python grpo_ba.py --aggregator balanced --regime variance --steps 200     # one run
+    python grpo_ba.py --aggregator balanced --steps 200                       # one run
     python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
-    python grpo_ba.py --help                       # every training flag (grpo_ba_args.py)
-    python -m grpo_ba_lab.analysis.sweep --design loop-gap   # a study; also .regime_map, .report
+    python grpo_ba.py --help                       # every flag (grpo_ba_args.py)
 
-Choices where GRPO implementations disagree (docs/method.md §7; each pinned by a test in tests/):
- 1. Advantages use the population std (divide by G), so a group of one gives 0, not NaN.
- 2. A group whose rewards are all equal has A = 0: it contributes 0 loss and 0 gradient.
- 3. The ratio is exp(logp - old_logp) with masked positions zeroed *before* exp, so a
-    masked or padded token can never produce inf * 0 = NaN.
- 4. The loss mask covers every sampled token up to and including the first EOS, even a
-    PAD the policy sampled itself (otherwise the policy learns to emit PAD for free).
- 5. Every rule is applied per group, then averaged over the P groups (docs/method.md §5).
- 6. A response of zero length contributes nothing (its normaliser is clamped to 1).
- 7. Balanced aggregation for non-binary rewards uses advantage mass (docs/method.md §4): the
-    project's choice, as the paper's exact form is not public.
- 8. The three rules are linear in the token terms, so J = sum_it c_it * l_it; the
-    coefficients c_it = dJ/dl_it are taken once over whole groups, which makes
-    micro-batching exact (the bug of verl issues 2776 and 7321 cannot happen).
- 9. KL to a reference (k3 estimator) is off by default (beta = 0), as in DAPO / Dr. GRPO.
-10. The dual clip (--clip-ratio-c, verl's clip_ratio_c) is off by default, as in TRL.
+The lab (grpo_ba_lab/, docs/lab.md) builds on these functions, never the other way round.
+Where GRPO implementations disagree, docs/method.md §7 lists this file's ten choices; the
+code says "choice N" where it makes one, and a test in tests/ pins each.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
+import os
 import random
 import sys
 from dataclasses import dataclass
 
 import torch
 
-from grpo_ba_args import (PRESETS, WARMUP_STEPS, Args, UsageError, check_args,  # noqa: F401
-                          given_flags, parse_args, resumed_args, run_command)
-from grpo_ba_lab.plumbing import benchmarks, chat_template, lm_setup, lora, rollout_engines
-from grpo_ba_lab.plumbing.training_run import TrainingRun, eval_progress
-from toy_tasks import length_stats
+import grpo_ba_plots
+import grpo_ba_run
+import grpo_ba_setup
+from grpo_ba_args import Args, UsageError, check_args, parse_args, run_command  # noqa: F401
+from grpo_ba_run import Run
+from toy_tasks import designs, length_stats
 from verifier import verify
 
-# =====================================================================================
-# 1. Group-relative advantages (docs/method.md §1)
-# =====================================================================================
+# 1. Group-relative advantages (docs/method.md §1) =========================================
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
                      eps: float = 1e-6) -> torch.Tensor:
     """A_i = (r_i - mean(r)) / (std(r) + eps)   (scale="std", GRPO)
        A_i =  r_i - mean(r)                      (scale="none", Dr. GRPO)
 
-    Mean and population std are taken over each contiguous group of G responses.
+    Mean and population std (choice 1) are taken over each contiguous group of G responses.
     rewards: (B,) with B = P * G  ->  advantages: (B,)
     """
     if rewards.ndim != 1 or rewards.numel() % group_size != 0:
@@ -67,12 +55,13 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
         centred = centred / (r.std(dim=1, unbiased=False, keepdim=True) + eps)
     elif scale != "none":
         raise ValueError(f"unknown advantage scale {scale!r}; use 'std' or 'none'")
-    return centred.view(-1)
+    # A tied group is exactly 0 (choice 2): the float32 mean of 0.7 repeated is not 0.7, and
+    # dividing that rounding error by std + eps would make it an advantage of about 0.1.
+    tied = (r == r[:, :1]).all(dim=1, keepdim=True)
+    return torch.where(tied, torch.zeros_like(centred), centred).view(-1)
 
 
-# =====================================================================================
-# 2. The clipped per-token term (docs/method.md §1)
-# =====================================================================================
+# 2. The clipped per-token term (docs/method.md §1) ========================================
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """KL_it = k3 estimate of KL(pi_theta || pi_ref) per token (docs/method.md §1):
     exp(q) - q - 1, q = ref_logp - logp; >= 0, and 0 where the two policies agree."""
@@ -97,15 +86,12 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
                        ref_logp: torch.Tensor | None = None, beta: float = 0.0,
                        clip_ratio_c: float | None = None) -> torch.Tensor:
     """l_it = -min(rho_it * A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_it
-
     rho_it = exp(logp_it - old_logp_it);  KL_it = k3 = exp(q) - q - 1 with q = ref_logp - logp.
-    logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,)  ->  per-token loss (B, T),
-    exactly 0 where mask is 0.
+    logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,) -> (B, T), 0 where mask is 0.
 
-    Dual clip (docs/method.md §1 and choice 10; clip_ratio_c = c > 1, None or 0: off), verl's
-    (c = 3 there; arXiv 1912.09729): for A_i < 0, l_it = min(l_it, -A_i c), so a negative
-    token whose ratio grew past c adds at most |A_i| c, with no gradient. The cap scales with
-    A_i: BA by rescaled advantages holds.
+    Dual clip (docs/method.md §1, choice 10; verl's clip_ratio_c = c > 1, arXiv 1912.09729):
+    for A_i < 0, l_it = min(l_it, -A_i c): a negative token whose ratio grew past c adds at
+    most |A_i| c, with no gradient. The cap scales with A_i: BA by rescaled advantages holds.
     """
     mask = mask.bool()
     ratio = policy_ratio(logp, old_logp, mask)                              # (B, T)
@@ -121,11 +107,10 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
     return torch.where(mask, loss, torch.zeros_like(loss))
 
 
-# =====================================================================================
-# 3. The three aggregation rules, side by side (docs/method.md §2, §4, §5)
+# 3. The three aggregation rules, side by side (docs/method.md §2, §4, §5) =================
 #    Each: (per_token_loss (B,T), mask (B,T), advantages (B,), group_size G) -> scalar.
-#    Rows come in contiguous groups of G; the rule is applied per group, then averaged.
-# =====================================================================================
+#    Rows come in contiguous groups of G; the rule is applied per group, then averaged
+#    (choice 5); an empty response's normaliser is clamped to 1 (choice 6).
 def _per_response_sums(per_token_loss, mask, group_size):
     """Row sums of the token terms and row lengths L_i, both shaped (P, G)."""
     mask = mask.to(per_token_loss.dtype)
@@ -158,7 +143,7 @@ def aggregate_sequence(per_token_loss, mask, advantages, group_size):
 
 
 def aggregate_balanced(per_token_loss, mask, advantages, group_size):
-    """Balanced Aggregation, advantage-mass form (docs/method.md §4; binary case §2):
+    """Balanced Aggregation, advantage-mass form (docs/method.md §4, choice 7; binary: §2):
 
         J_BA = sum_{s in +,-} (M_s / G) * (sum_{i in S_s} sum_t l_it) / (sum_{i in S_s} |A_i| L_i)
         M_s  = sum_{i in S_s} |A_i|
@@ -207,9 +192,7 @@ def aggregation_coefficients(mask, advantages, group_size, aggregator):
     return coefficients * mask.to(coefficients.dtype)
 
 
-# =====================================================================================
-# 4. Rollout: sample G responses per prompt, mask them, score them
-# =====================================================================================
+# 4. Rollout: sample G responses per prompt, mask them, score them =========================
 @dataclass
 class Rollout:
     sequences: torch.Tensor       # (B, S_prompt + T) prompt (left-padded) then response
@@ -234,12 +217,20 @@ def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor
 def autocast(args, device_type):
     """Compute in --dtype, keep weights and optimizer state in float32: bf16 weights
     would round away most updates at lr ~1e-6 (bf16 keeps 8 bits of mantissa)."""
-    dtype = lm_setup.DTYPES[args.dtype]
+    dtype = grpo_ba_setup.DTYPES[args.dtype]
     return torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
 
 
+def generate(policy, encoded, max_new_tokens, pad_id, stop_ids, **sampling) -> torch.Tensor:
+    """The reference sampler, Hugging Face's generate: (B, S_prompt) -> (B, S_prompt + T).
+    train(sample=...) takes any function with this signature (the lab's faster engines)."""
+    return policy.generate(**encoded, max_new_tokens=max_new_tokens, **sampling,
+                           pad_token_id=pad_id, eos_token_id=stop_ids)
+
+
 @torch.no_grad()
-def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=None) -> Rollout:
+def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=None,
+            sample=generate) -> Rollout:
     """Continue each `prompt + forced prefix`; the forced text is prompt, not response.
     Sampled at `temperature` (default: --temperature); temperature 0 is greedy."""
     encoded = tokenizer([p + f for p, f in zip(prompt_texts, forced_prefixes)], return_tensors="pt",
@@ -248,15 +239,10 @@ def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=
     sampling = (dict(do_sample=False) if temperature == 0 else
                 dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0))
     config = getattr(policy, "generation_config", None)
-    stop_ids = chat_template.stop_token_ids(tokenizer, config)                 # EOS, end of turn
+    stop_ids = grpo_ba_setup.stop_token_ids(tokenizer, config)                # EOS, end of turn
     with autocast(args, policy.device.type):
-        if args.rollout_engine == "generate":      # the reference
-            sequences = policy.generate(**encoded, max_new_tokens=args.max_new_tokens, **sampling,
-                                        pad_token_id=tokenizer.pad_token_id, eos_token_id=stop_ids)
-        else:                                      # the same tokens, faster (docs/gpu-rollouts.md)
-            sequences = rollout_engines.sample(policy, encoded, args.max_new_tokens,
-                                               tokenizer.pad_token_id, stop_ids,
-                                               args.rollout_engine, **sampling)
+        sequences = sample(policy, encoded, args.max_new_tokens, tokenizer.pad_token_id,
+                           stop_ids, **sampling)
     response = sequences[:, encoded["input_ids"].shape[1]:]                              # (B, T)
     mask, truncated = response_mask_from_eos(response, stop_ids)
     completions = [f + tokenizer.decode(r[m.bool()], skip_special_tokens=True)
@@ -280,9 +266,7 @@ def token_logprobs(model, sequences, attention, n_response, temperature=1.0, wit
     return logp, entropy
 
 
-# =====================================================================================
-# 5. The update: mu inner steps of the clipped objective, aggregated by the chosen rule
-# =====================================================================================
+# 5. The update: mu inner steps of the clipped objective, aggregated by the chosen rule ====
 def micro_batches(batch_size, micro_batch_size):
     size = micro_batch_size or batch_size
     return [slice(i, i + size) for i in range(0, batch_size, size)]
@@ -357,9 +341,7 @@ def update_statistics(loss, logp, old_logp, ref_logp, entropy, advantages, mask,
             "clip_frac": (mask * clipped.float()).sum().item() / args.inner_updates}
 
 
-# =====================================================================================
-# 6. Diagnostics: each rule's weight on each sign, and what each step logs (docs/metrics.md)
-# =====================================================================================
+# 6. Diagnostics: each rule's weight on each sign, and what each step logs (docs/metrics.md) ===
 def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.Tensor:
     """(B,) response lengths -> (B, T) mask with ones on the first L_i positions."""
     width = int(lengths.max().item()) if width is None else width
@@ -396,6 +378,23 @@ def positive_share(mask, advantages, group_size, aggregator) -> float | None:
     return w_pos.abs().item() / total if total > 0 else None
 
 
+def bias_curves(group_size=8, right=4, wrong_length=10) -> dict:
+    """Each rule's bias in one binary group (docs/method.md §3), from the real rules: the
+    share of weight on right answers against their mean length over the wrong ones'
+    (sign-length coupling), and one right answer's token weight against its length
+    (length devaluation). grpo_ba_plots.bias_curves draws them."""
+    advantages = group_advantages(torch.tensor([1.0] * right + [0.0] * (group_size - right)),
+                                  group_size)
+    def group(length, n):                         # (G, T): the first n answers of `length`
+        return mask_from_lengths(torch.tensor([length] * n + [wrong_length] * (group_size - n)))
+    ratios, lengths = [r / 10 for r in range(2, 41)], list(range(2, 41))
+    share = {rule: [positive_share(group(round(r * wrong_length), right), advantages, group_size,
+                                   rule) for r in ratios] for rule in AGGREGATORS}
+    weight = {rule: [token_weights(group(n, 1), advantages, group_size, rule)[0, 0].item()
+                     for n in lengths] for rule in AGGREGATORS}
+    return {"ratios": ratios, "lengths": lengths, "share": share, "token_weight": weight}
+
+
 def step_diagnostics(rewards, mask, args) -> dict:
     """Lengths by reward and by sign of advantage, and the sign weights of all three rules."""
     lengths = mask.sum(1).float()                                                  # L_i: (B,)
@@ -410,24 +409,28 @@ def step_diagnostics(rewards, mask, args) -> dict:
     return out
 
 
-# =====================================================================================
-# 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable
-# =====================================================================================
-def evaluate(policy, tokenizer, task, rows, args) -> float:
-    """avg@K = (1 / (N K)) * sum_n sum_k verify(o_nk, answer_n): K = --eval-samples samples
-    per prompt at --eval-temperature (K = 1 at temperature 0: greedy accuracy), nothing forced."""
-    K = args.eval_samples
-    prompts = [task.prompt_text(r["prompt"]) for r in rows for _ in range(K)]
-    answers = [r["answer"] for r in rows for _ in range(K)]
+# 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable =======
+def evaluate(policy, tokenizer, task, rows, args, sample=generate, samples=1,
+             temperature=0.0) -> float:
+    """avg@K = (1 / (N K)) * sum_n sum_k verify(o_nk, answer_n): K = `samples` per prompt at
+    `temperature` (K = 1 at temperature 0: greedy accuracy, the course's), nothing forced."""
+    prompts = [task.prompt_text(r["prompt"]) for r in rows for _ in range(samples)]
+    answers = [r["answer"] for r in rows for _ in range(samples)]
     # a rollout's batch fits in memory (--micro-batch-size only splits the update)
     size = args.prompts_per_step * args.group_size if args.micro_batch_size else len(prompts)
     verdicts = []
     policy.eval()
-    for i in eval_progress(range(0, len(prompts), size), len(prompts)):   # long ones: a bar
+    for i in range(0, len(prompts), size):
         chunk = prompts[i:i + size]
-        batch = rollout(policy, tokenizer, chunk, [""] * len(chunk), args, args.eval_temperature)
+        batch = rollout(policy, tokenizer, chunk, [""] * len(chunk), args, temperature, sample)
         verdicts += [verify(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
     return sum(verdicts) / len(verdicts)
+
+
+def greedy_accuracy(policy, tokenizer, task, args, sample=generate) -> dict:
+    """The course's score: greedy accuracy on the first --eval-prompts held-out prompts."""
+    rows = task.heldout[:args.eval_prompts]
+    return {"accuracy": evaluate(policy, tokenizer, task, rows, args, sample)}
 
 
 def step_rows(task, step_seed: int, args) -> list:
@@ -437,7 +440,7 @@ def step_rows(task, step_seed: int, args) -> list:
     return [task.train[i] for i in picks.tolist()]
 
 
-def sample_groups(policy, tokenizer, task, rows, rng, args):
+def sample_groups(policy, tokenizer, task, rows, rng, args, sample=generate):
     """G rollouts of each of the P rows (groups contiguous) and their rewards (B,);
     `rng` draws the environment's forced prefixes. -> (Rollout, rewards, forced prefixes)."""
     G = args.group_size
@@ -445,24 +448,24 @@ def sample_groups(policy, tokenizer, task, rows, rng, args):
     answers = [r["answer"] for r in rows for _ in range(G)]
     forced = [task.forced_prefix(p, rng) for p in prompts]
     policy.eval()
-    batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args)
+    batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args,
+                    sample=sample)
     rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
     return batch, rewards, forced
 
 
-def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args,
-              eval_sets=None, on_rollout=None) -> dict:
+def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, scores=None,
+              on_rollout=None, sample=generate) -> dict:
     """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update;
-    first, if given, avg@K on each eval set {metric name: rows} and `accuracy`, their mean.
-    on_rollout(prompts, Rollout, rewards), if given, sees what the policy wrote (--completions)."""
-    batch, rewards, forced = sample_groups(policy, tokenizer, task, rows, rng, args)
+    first, if given, scores(policy) -> {metric: accuracy}, logged with `accuracy`, their
+    mean. on_rollout(prompts, Rollout, rewards), if given, sees what the policy wrote."""
+    batch, rewards, forced = sample_groups(policy, tokenizer, task, rows, rng, args, sample)
     if on_rollout is not None:
         on_rollout([task.prompt_text(r["prompt"]) for r in rows], batch, rewards)
     metrics = step_diagnostics(rewards, batch.response_mask.cpu(), args)
-    if eval_sets:
-        scores = {name: evaluate(policy, tokenizer, task, eval_rows, args)
-                  for name, eval_rows in eval_sets.items()}
-        metrics.update(scores, accuracy=sum(scores.values()) / len(scores))
+    if scores is not None:
+        measured = scores(policy)
+        metrics.update(measured, accuracy=sum(measured.values()) / len(measured))
     policy.train()
     rewards = rewards.to(policy.device)
     metrics.update(grpo_update(policy, reference, optimizer, batch, rewards, args))
@@ -471,77 +474,69 @@ def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args,
     return metrics
 
 
-def is_eval_step(step: int, args) -> bool:
-    """Step 0, every --eval-every steps, and every --eval-dense-every steps up to
-    --eval-dense-until (an early-dense schedule: rules that separate early are seen). An
-    evaluation at step s measures the policy before that step's update; the last one,
-    after the last update, is logged as step --steps (final_evaluation)."""
-    dense = (args.eval_dense_until > 0 and step <= args.eval_dense_until
-             and step % max(1, args.eval_dense_every) == 0)
-    return dense or step % args.eval_every == 0
-
-
-def final_evaluation(policy, tokenizer, task, eval_sets, args) -> dict:
-    """The metrics line of the evaluation after the last update: step = --steps."""
-    scores = {name: evaluate(policy, tokenizer, task, r, args) for name, r in eval_sets.items()}
-    return {"step": args.steps, "final_evaluation": True, **scores,
-            "accuracy": sum(scores.values()) / len(scores)}
-
-
-def seed_step(seed: int, step: int) -> int:
-    """Every step reseeds from (seed, step): a resumed run samples what the original would."""
-    step_seed = (seed * 1_000_003 + step) % (2**63)
-    torch.manual_seed(step_seed)
-    return step_seed
-
-
-def train(args: Args, log=print) -> str:
+def train(args: Args, log=print, build=grpo_ba_setup.build, sample=generate, scores=None,
+          loggers=()) -> str:
     """One GRPO run with one rule: each step samples P prompts, G rollouts each, rewards
-    them and updates (grpo_step). Writes args.json, metrics.jsonl (one object per step),
-    checkpoint.pt and model/ (docs/outputs.md) to args.output_dir, and returns it."""
-    run = TrainingRun(args, log)                  # device, threads; a bad directory fails now
-    policy, tokenizer, task = lm_setup.build(args, WARMUP_STEPS, log)   # checks every --dataset row
-    if args.lora_rank:                            # train adapters only, over a frozen base
-        policy = lora.add_adapters(policy, args, run.device.type)
-    eval_sets = benchmarks.eval_sets(args, task)  # and every --eval-dataset row, before writing
+    them and updates (grpo_step). Writes args.json, metrics.jsonl (one object per step) and
+    checkpoint.pt to args.output_dir (docs/outputs.md), and returns it. The seams the lab
+    plugs into: build(args, log) -> (policy, tokenizer, task); sample, as generate;
+    scores(policy, tokenizer, task) -> {metric: accuracy}, as greedy held-out accuracy;
+    loggers (grpo_ba_run.RunLogger), besides metrics.jsonl and the log."""
+    run = Run(args, log, loggers)                 # device, threads; a bad directory fails now
+    policy, tokenizer, task = build(args, log)
     policy.to(run.device)
-    reference = None                              # pi_ref: the start policy, frozen, when beta > 0
-    if args.beta > 0:                             # (LoRA: the base model, adapters switched off)
-        reference = (lora.ReferenceWithoutAdapters(policy) if args.lora_rank
-                     else copy.deepcopy(policy).eval().requires_grad_(False))
+    reference = None                              # pi_ref when beta > 0: the start policy, frozen
+    if args.beta > 0:                             # (or the task's own: LoRA's base model)
+        reference = task.reference or copy.deepcopy(policy).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=args.lr,
                                   weight_decay=0.0)
-    args = run.begin(policy, optimizer, task, tokenizer)   # args.json, or --resume's checkpoint
+    args = run.begin(policy, optimizer, task)     # args.json, or --resume's checkpoint
+    scores = functools.partial(scores or greedy_accuracy, tokenizer=tokenizer, task=task,
+                               args=args, sample=sample)
     with run.ctrl_c_saves():                      # Ctrl-C: finish the step, save, stop
-        for step in run.steps():
-            step_seed = seed_step(args.seed, step)
+        for step, step_seed, evaluates in run.steps():   # reseeded from (seed, step)
             rows = step_rows(task, step_seed, args)
-            evals = eval_sets if is_eval_step(step, args) else None
             metrics = grpo_step(policy, reference, optimizer, tokenizer, task, rows,
-                                random.Random(step_seed), args, evals, run.on_rollout)
-            last = step == args.steps - 1         # then also the policy after the last update
-            final = final_evaluation(policy, tokenizer, task, eval_sets, args) if last else None
-            run.record(step, metrics, final, policy, optimizer)   # metrics lines, log, checkpoint
-    return run.finish()                           # the summary: accuracy, time, output paths
+                                random.Random(step_seed), args, scores if evaluates else None,
+                                run.on_rollout, sample)
+            final = None                          # after the last update: the policy it leaves
+            if step == args.steps - 1:
+                measured = scores(policy)
+                final = {"step": args.steps, "final_evaluation": True, **measured,
+                         "accuracy": sum(measured.values()) / len(measured)}
+            run.record(step, metrics, final, policy, optimizer)   # metrics, log, checkpoint
+    return run.finish(policy, tokenizer)          # the summary: accuracy, time, outputs
 
 
-# =====================================================================================
-# 8. main: one run, a resumed run, or the demo
-# =====================================================================================
+# 8. main: one run, a resumed run, or the demo =============================================
+def demo(args: Args, log=print, train_one=None) -> str:
+    """`python grpo_ba.py`: the three rules from the same weights and seed, one run each
+    (by `train_one`, default train), then what each rule did and two figures."""
+    train_one = train_one or train
+    base = args.output_dir or f"runs/{args.design}-s{args.seed}"
+    runs = {}
+    for k, rule in enumerate(AGGREGATORS, 1):
+        out = os.path.join(base, rule)
+        log(f"[{k}/{len(AGGREGATORS)}] {rule}: {args.steps} GRPO steps in {out}")
+        train_one(dataclasses.replace(args, aggregator=rule, output_dir=out), log=lambda *a: None)
+        runs[rule] = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))
+    figures = (grpo_ba_plots.mechanism_figure(runs, os.path.join(base, "mechanism.png"),
+                                              f"design {args.design}, seed {args.seed}"),
+               grpo_ba_plots.bias_curves(bias_curves(), os.path.join(base, "bias_curves.png")))
+    for line in grpo_ba_plots.story(runs, args, figures):
+        log(line)
+    return base
+
+
 def main(argv=None) -> int:
-    """One run (--aggregator RULE), a run continued (--resume DIR), or by default the demo
-    (--aggregator all): grpo_ba_lab/analysis/sweep.py trains the three rules, then draws figures."""
+    """One run (--aggregator RULE), a run continued (--resume DIR), or by default the demo."""
     def command():
         args = parse_args(argv)
         check_args(args)
-        if args.resume:                            # its args.json, then the flags typed
-            args = resumed_args(argv)
-            check_args(args)
         if args.aggregator == "all":
-            from grpo_ba_lab.analysis import sweep
-            sweep.demo(args)
+            demo(args)
         else:
-            default_dir = f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
+            default_dir = f"runs/{args.design}-{args.aggregator}-s{args.seed}"
             train(dataclasses.replace(args, output_dir=args.output_dir or default_dir))
     return run_command("grpo_ba.py", command)
 

@@ -1,53 +1,19 @@
 """verifier.py -- is a completion's final answer equal to the gold answer?
 
-    extract_answer("so the total is \\boxed{\\frac{7}{2}}")  -> "\\frac{7}{2}"
     verify("Answer: 3.5", "7/2")                               -> 1.0
     verify("\\boxed{\\frac{1}{\\sqrt2}}", "\\frac{\\sqrt{2}}{2}")   -> 1.0
     verify("\\boxed{42}", ["41", "42"])                        -> 1.0   (any acceptable gold)
-    parse_gold("\\text{(C)}") -> C ;  parse_gold("\\begin{pmatrix}1\\end{pmatrix}") -> None
 
-Public API
-    verify(completion, gold) -> 1.0 or 0.0. `gold` is a string or a list/tuple of acceptable
-        strings (right if any matches). Never raises.
-    extract_answer(text) -> the raw final-answer string, or None.
-    parse_gold(gold) -> the value the verifier reads from a gold answer (bare or in a
-        `\\boxed{}` / `Answer:` / `####` format; never its last number), or None when it
-        cannot read it. Against such a gold only a completion writing the same text (after
-        `normalise`) scores 1, so a dataset should be checked with it. Values are sympy
-        expressions, `Brackets` (tuples, intervals), `AnswerSet` (sets, comma lists, `\\pm`),
-        sympy sets (unions of intervals) or a lower-case word (str). Cached (a GRPO group
-        scores G completions against one gold).
-    parse_value(answer) -> the same for an already-extracted answer string.
+Public API: verify(completion, gold) -> 1.0 or 0.0, never raises; extract_answer(text) -> the
+final-answer string or None; parse_gold(gold) and parse_value(answer) -> the value read, or
+None when unreadable (a gold it cannot read scores only the same text: check datasets with it).
+Equality is exact and symbolic, never by floating point (`\\sqrt{8}` = `2\\sqrt{2}`, `0.7499`
+!= `3/4`). Not read: symbolic exponents (`2^x`), functions (`\\sin`, `\\log`), inequalities,
+equations other than `variable = value`. What is read, and how it compares: docs/verifier.md.
 
-Formats: `\\boxed{...}` (`\\fbox{}`), `Answer: ...` and `#### ...`; whichever of these comes
-last in the text decides (a truncated `\\boxed{4` gives no answer). Only a text with none of
-them falls back to its last number. `Answer: The final answer is $5$. I hope it is
-correct.` (Minerva's format) reads as 5.
-
-Answers are read as MATH-500, AIME, OlympiadBench and Minerva-MATH write them: integers,
-decimals, fractions (`\\frac`, `a/b`, mixed `2\\frac{1}{2}`), `\\sqrt{}` and `\\sqrt[n]{}`,
-`\\pi`, `\\infty`, powers with bounded rational exponents, tuples and intervals (`[2, 5)`,
-unions with `\\cup`), sets and comma lists (unordered; `1 \\pm \\sqrt2` is two answers),
-`x = 5`, `(x, y) = (1, 2)` and `x \\in [2, 5)` (the right-hand side), expressions in a
-variable (`2x+3` = `3+2x`, `\\frac{x^2-1}{x-1}` = `x+1`), `\\text{(C)}` = `C`, words
-(`\\text{Monday}` = `monday`). Degrees, percent signs, dollar signs, `{,}` / `,\\!`
-thousands separators and units after the value (`47 apples`, `5\\text{ cm}^2`) are
-dropped: `30^\\circ` = 30, `20\\%` = 20 (not 0.2).
-Equality is exact and symbolic, never by floating point: `\\sqrt{8}` = `2\\sqrt{2}`,
-`3.5` = `7/2`, but `0.333` != `1/3` and `0.7499` != `3/4`. The same text after
-`normalise` is also right (`\\begin{pmatrix}...`, or `10^{10^{10}}`, judged without
-computing it). Not read: symbolic exponents (`2^x`), functions (`\\sin`, `\\log`),
-inequalities, equations other than `variable = value`.
-
-Model output is untrusted. No text from it is ever handed to `sympify`, `parse_expr`
-or `eval` (they run Python). verifier_grammar.py tokenizes with a fixed vocabulary and
-builds sympy objects directly; bounds on the length, digits, nesting, exponents and the
-number of terms an expansion may reach keep every call fast: `10^{10^{10}}` and
-`(1+x)^{64}(1+x)^{64}` are refused, not computed, and a comparison gets at most
-MAX_COMPARE_TERMS expanded terms (beyond: unequal). No `simplify` (it can hang): equal
-means structurally equal after sympy's automatic evaluation, or (a - b) over a common
-denominator expands to 0. `verify` never raises: anything malformed, and division by
-zero, scores 0.0.
+Model output is untrusted: none of it reaches `sympify`, `parse_expr` or `eval`
+(verifier_grammar.py builds sympy objects from a fixed vocabulary, with bounds that refuse
+`10^{10^{10}}` rather than compute it); no `simplify` (it can hang); malformed input scores 0.0.
 """
 from __future__ import annotations
 
@@ -112,7 +78,8 @@ def _marked_answer(text: str) -> tuple[bool, str | None]:
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer written in `text`, as a string, or None if there is none."""
+    """The final answer written in `text`: after the last `\\boxed{}`, `Answer:` or `####`
+    (a truncated `\\boxed{4` gives none), only without any of them its last number; or None."""
     if not isinstance(text, str) or not text:
         return None
     text = text[-MAX_TEXT_CHARS:]
@@ -272,8 +239,7 @@ def parse_gold(gold: str):
 
 
 def _read_gold(gold) -> tuple[str | None, object]:
-    """(normalised gold text, gold value or None). A number gold (int, float) is read as its
-    text."""
+    """(normalised gold text, gold value or None); a number gold (int, float) is read as text."""
     if isinstance(gold, (int, float)) and not isinstance(gold, bool):
         gold = str(gold)
     if not isinstance(gold, str):
@@ -300,10 +266,9 @@ def _read_gold_uncached(gold: str):
 
 
 def verify(completion: str, gold) -> float:
-    """1.0 if the completion's final answer equals the gold answer, else 0.0: the same
-    value (exact, symbolic), or the same text after `normalise` (`10^{10^{10}}` is judged
-    so, without computing it). `gold` may be a list or tuple of acceptable answers: right
-    if any matches."""
+    """1.0 if the completion's final answer equals the gold answer, else 0.0: the same value
+    (exact, symbolic), or the same text after `normalise` (`10^{10^{10}}` is judged so, without
+    computing it). `gold` may be a list or tuple of acceptable answers: right if any matches."""
     try:
         golds = gold if isinstance(gold, (list, tuple)) else [gold]
         answer = extract_answer(completion)

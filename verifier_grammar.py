@@ -1,10 +1,8 @@
 """verifier_grammar.py -- the answer language the verifier reads, parsed into exact sympy values.
 
-The text reaching this module is untrusted model output (already normalised by verifier.py:
-no `$`, `\\left`, units, `\\text{}`). It is never handed to `sympify`, `parse_expr` or `eval`.
-A tokenizer with a fixed vocabulary and a recursive-descent parser build sympy objects
-directly (Integer, Rational, pi, oo, Symbol, sqrt/root, Add/Mul/Pow), with bounds that keep
-every parse and every later comparison fast:
+Untrusted model output (normalised by verifier.py: no `$`, `\\left`, units, `\\text{}`), never
+handed to `sympify`, `parse_expr` or `eval`: a fixed-vocabulary tokenizer and a recursive-descent
+parser build sympy objects directly, with bounds that keep every parse and comparison fast:
 
     answer   := item (',' item)*                 several items: an unordered set ("-2, 1")
     item     := [lhs ('=' | '\\in')] union       `x = 5`, `(x, y) = (1, 2)`: the right-hand side
@@ -172,7 +170,8 @@ class AnswerParser:
         if isinstance(value, sympy.Expr) and value.has(PLUS_MINUS):
             if not allow_two:
                 raise Unreadable("\\pm inside a tuple or interval")
-            return [_check_finite(value.xreplace({PLUS_MINUS: sympy.Integer(sign)})) for sign in (1, -1)]
+            return [_check_finite(value.xreplace({PLUS_MINUS: sympy.Integer(sign)}))
+                    for sign in (1, -1)]
         return [value]
 
     def _union(self):
@@ -224,7 +223,8 @@ class AnswerParser:
             self.depth -= 1
             if not _is_plain_expr(value):
                 raise Unreadable("sign before a tuple")
-            return {"+": value, "-": -value, "\\pm": PLUS_MINUS * value, "\\mp": -PLUS_MINUS * value}[sign]
+            return {"+": value, "-": -value, "\\pm": PLUS_MINUS * value,
+                    "\\mp": -PLUS_MINUS * value}[sign]
         return self._power()
 
     def _power(self):
@@ -315,7 +315,7 @@ class AnswerParser:
         raise Unreadable(f"unexpected {token!r}")
 
     def _mixed_number(self, whole):
-        """`2\\frac{1}{2}` is 5/2 (MATH writes mixed numbers); only a proper fraction of integers."""
+        """`2\\frac{1}{2}` is 5/2 (MATH's mixed numbers); only a proper fraction of integers."""
         if self._peek() not in FRAC:
             return whole
         saved = self.pos
@@ -346,7 +346,8 @@ class AnswerParser:
     def _brackets(self, opening: str):
         self._enter()
         closers = {"(": (")", "]"), "[": (")", "]"), "{": ("}",)}[opening]
-        items = self._items(set(token for token, kind in CLOSE.items() if kind in closers), opening == "{")
+        items = self._items(set(token for token, kind in CLOSE.items() if kind in closers),
+                            opening == "{")
         closing = CLOSE[self._take()]
         self.depth -= 1
         if opening == "{":

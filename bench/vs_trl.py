@@ -20,7 +20,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import grpo_ba  # noqa: E402
-from grpo_ba_lab.plumbing.lm_setup import Task, char_tokenizer, tiny_qwen3  # noqa: E402
+from grpo_ba_setup import Task  # noqa: E402
+from toy_tasks.model import char_tokenizer, tiny_qwen3  # noqa: E402
 from toy_tasks import make_problems  # noqa: E402
 from verifier import verify  # noqa: E402
 

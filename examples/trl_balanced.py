@@ -11,7 +11,7 @@ from datasets import Dataset
 from trl import GRPOConfig
 
 from grpo_ba_lab.integrations.trl_balanced import BalancedGRPOTrainer, dump_rollouts
-from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3
+from toy_tasks.model import char_tokenizer, tiny_qwen3
 from verifier import verify
 
 

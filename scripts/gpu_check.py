@@ -23,6 +23,7 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen3Config
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import grpo_ba  # noqa: E402
+from grpo_ba_lab import lab_args  # noqa: E402
 from grpo_ba_lab.plumbing import rollout_engines  # noqa: E402
 
 QWEN3_1_7B = dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
@@ -63,7 +64,7 @@ def main():
         argv += ["--prompts-per-step", prompts_per_step, "--group-size", group_size]
     if opts.tiny:
         argv += ["--max-new-tokens", str(min(opts.new_tokens, 32))]
-    args = grpo_ba.parse_args(argv)
+    args = lab_args.parse_args(argv)
     engines = ["none"] if opts.random_responses else opts.engines.split(",")
     for engine in engines:
         if engine not in (*rollout_engines.ENGINES, "none"):

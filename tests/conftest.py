@@ -32,7 +32,7 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny Qwen3 and a tokenizer with a chat template, saved like a hub checkpoint."""
-    from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3
+    from toy_tasks.model import char_tokenizer, tiny_qwen3
     path = tmp_path_factory.mktemp("tiny_qwen3")
     tokenizer = char_tokenizer(
         "0123456789+-*/=~?. abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\\{}()[]:,\n<|>_")
@@ -62,7 +62,8 @@ def verl_base_config():
 SLOW_FIXTURES = {"cache_dir", "tiny_model_dir"}
 SLOW_FILES = {"test_notebook.py", "test_trl_balanced.py", "test_trl_multiprocess.py", "test_verl_balanced.py",
               "test_install.py", "test_real_model.py", "test_rollout_engines.py", "test_gpu.py",
-              "test_lora_and_eval.py", "test_verifier_fuzz.py", "test_exercises.py"}
+              "test_lora_and_eval.py", "test_verifier_fuzz.py", "test_exercises.py",
+              "test_explore_page.py"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,7 +1,9 @@
-"""`python grpo_ba.py --help` shows the training flags, grouped under the sections of the
-Args dataclass, with their defaults and without argparse's glitches, on one page; the
-studies' flags left for their own commands, and each answers with its command."""
+"""`python grpo_ba.py --help` is one small command line: at most 30 flags, each a field of the
+Args dataclass under its section, no hidden ones; each source of defaults (preset, design,
+config file, typed flags) applied once, in that order. The lab's commands add their own."""
+import argparse
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -11,11 +13,12 @@ import pytest
 
 import grpo_ba
 import grpo_ba_args
+from grpo_ba_lab import lab_args
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ["the run", "GRPO (docs/method.md §1)", "the toy task (toy_tasks/)", "evaluation, logging and checkpoints",
+SECTIONS = ["the run", "GRPO (docs/method.md §1)", "evaluation and checkpoints",
             "a real model (docs/real-models-gpu.md)", "the machine"]
-HELP_MAX_LINES = 150
+FLAGS_MAX = 30
 
 
 @pytest.fixture(scope="module")
@@ -34,24 +37,29 @@ def sections_of(help_text):
         if line and not line.startswith(" ") and line.endswith(":"):
             current = sections.setdefault(line[:-1], [])
         elif current is not None:
-            current += re.findall(r"^\s{2}(--[\w-]+)", line)
+            current += re.findall(r"^\s{2}(?:-h, )?(--[\w-]+)", line)
     return sections
 
 
-def test_help_fits_on_one_page_of_at_most_150_lines(help_text):
-    assert len(help_text.splitlines()) <= HELP_MAX_LINES
+def test_help_lists_at_most_30_flags_and_hides_none(help_text):
+    listed = [flag for flags in sections_of(help_text).values() for flag in flags]
+    assert len(listed) <= FLAGS_MAX, listed
+    parser = grpo_ba_args.build_parser()
+    every = {s for action in parser._actions for s in action.option_strings
+             if s.startswith("--") and not s.startswith("--no-")}   # --no-X: the same flag, off
+    assert every == set(listed)                                   # nothing parsed that --help hides
+    assert all(action.help != argparse.SUPPRESS for action in parser._actions)
 
 
-def test_help_shows_the_six_sections_of_training_flags_in_order(help_text):
-    titles = [t for t in sections_of(help_text) if t in SECTIONS]
-    assert titles == SECTIONS
+def test_help_shows_the_sections_of_the_flags_in_order(help_text):
+    assert [t for t in sections_of(help_text) if t in SECTIONS] == SECTIONS
 
 
 def test_each_flag_is_listed_under_the_section_opened_above_its_field(help_text):
     listed = sections_of(help_text)
     expected, section = {}, None
     for f in dataclasses.fields(grpo_ba.Args):
-        section = f.metadata.get("section", section)
+        section = f.metadata.get("section") or section
         expected.setdefault(section, []).append("--" + f.name.replace("_", "-"))
     assert None not in expected, "the first field of Args must open a section"
     assert {title: listed[title] for title in expected} == expected
@@ -60,35 +68,54 @@ def test_each_flag_is_listed_under_the_section_opened_above_its_field(help_text)
 def test_help_shows_defaults_without_glitches(help_text):
     flat = " ".join(help_text.split())
     assert re.search(r"--group-size N G: responses per prompt \(default: 8\)", flat)
-    assert "(default: all)" in flat and "(default: ~/.cache/grpo_ba)" in flat and "(default: 0)" in flat
+    assert "(default: all)" in flat
     assert "(default: )" not in flat and "(default: ())" not in flat and "SUPPRESS" not in flat
     assert "{," not in flat and "('" not in flat                        # no empty choice, no tuple repr
-    assert "--preset {qwen3-1.7b,qwen2.5-math-7b}" in flat and "wrong-long" in flat
 
 
-def test_help_names_the_study_commands_and_hides_their_old_flags(help_text):
-    assert "python -m grpo_ba_lab.analysis.sweep" in help_text and "grpo_ba_lab.analysis.regime_map" in help_text
-    assert "--sweep" not in help_text and "--plot-only" not in help_text and "--regime-map" not in help_text
+def test_help_names_the_lab_commands(help_text):
+    flat = " ".join(help_text.split())
+    assert "python -m grpo_ba_lab.train" in flat and "grpo_ba_lab.analysis.sweep" in flat
 
 
 def test_the_rules_of_the_command_line_are_the_rules_of_the_algorithm():
     assert grpo_ba_args.RULES == tuple(grpo_ba.AGGREGATORS)
 
 
-@pytest.mark.parametrize("name", sorted(grpo_ba_args.MOVED))
-def test_each_old_study_flag_answers_in_one_line_with_its_new_command(name, capsys):
-    flag = "--" + name.replace("_", "-")
-    assert grpo_ba.main([flag, "x"] if name not in ("sweep", "regime_map") else [flag]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and flag in err and "python -m grpo_ba_lab.analysis." in err, err
-    assert grpo_ba_args.MOVED[name] in err
+def test_each_source_of_defaults_wins_over_the_one_before(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"lr": 3e-5, "eval_every": 7}))
+    assert grpo_ba_args.parse_args([]).steps == 30                               # the demo design's
+    assert grpo_ba_args.parse_args(["--design", "plain"]).steps == 100           # the field's
+    assert grpo_ba_args.parse_args(["--preset", "qwen3-1.7b"]).lr == 1e-6        # the preset's
+    from_config = grpo_ba_args.parse_args(["--config", str(config), "--eval-every", "3"])
+    assert (from_config.lr, from_config.eval_every, from_config.steps) == (3e-5, 3, 30)
+    assert grpo_ba_args.parse_args(["--preset", "qwen3-1.7b", "--lr", "2e-6"]).lr == 2e-6
 
 
-@pytest.mark.parametrize("module", ["grpo_ba_lab.analysis.sweep", "grpo_ba_lab.analysis.regime_map", "grpo_ba_lab.analysis.report", "grpo_ba_lab.analysis.diagnose"])
-def test_each_study_command_runs_as_python_m_and_lists_its_own_flags(module):
+def test_a_bad_config_or_flag_is_one_line_and_exit_code_2(tmp_path, capsys):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"zzz": 1}))
+    for argv in (["--config", str(config)], ["--group-size", "x"], ["--lora-rank", "4"]):
+        assert grpo_ba.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("grpo_ba.py: error:"), err
+
+
+def test_the_lab_trainer_takes_the_course_flags_and_its_own():
+    course = {f.name for f in dataclasses.fields(grpo_ba.Args)}
+    lab = {f.name for f in dataclasses.fields(lab_args.LabArgs)}
+    assert course < lab and {"lora_rank", "report_to", "regime", "rollout_engine"} <= lab - course
+    assert lab_args.parse_args(["--lora-rank", "4", "--steps", "5"]).lora_rank == 4
+
+
+@pytest.mark.parametrize("module", ["grpo_ba_lab.train", "grpo_ba_lab.analysis.sweep", "grpo_ba_lab.analysis.regime_map",
+                                    "grpo_ba_lab.analysis.report", "grpo_ba_lab.analysis.diagnose"])
+def test_each_lab_command_runs_as_python_m_and_lists_its_own_flags(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    own = {"grpo_ba_lab.analysis.sweep": "--seeds", "grpo_ba_lab.analysis.regime_map": "--map-gap-sizes", "grpo_ba_lab.analysis.report": "--figures-dir",
+    own = {"grpo_ba_lab.train": "--lora-rank", "grpo_ba_lab.analysis.sweep": "--seeds",
+           "grpo_ba_lab.analysis.regime_map": "--map-gap-sizes", "grpo_ba_lab.analysis.report": "--figures-dir",
            "grpo_ba_lab.analysis.diagnose": "--adv-scale"}
     assert own[module] in result.stdout

@@ -8,7 +8,7 @@ import pytest
 import grpo_ba
 from grpo_ba_lab.plumbing import real_data
 import verifier
-from grpo_ba import main
+from grpo_ba_lab.train import main
 
 GOOD = [json.dumps({"prompt": f"{a}+{b}", "answer": str(a + b)}) for a in range(1, 4) for b in range(1, 4)]
 # The tiny model's context is 128 tokens (one per character); with --max-new-tokens 4 a
@@ -48,7 +48,7 @@ def test_each_bad_row_kind_is_refused_in_one_line_naming_its_row(kind, tmp_path,
     code, err, _, out = run(tmp_path, capsys, tiny_model_dir, text)
     assert code == 2
     assert len(err) == 1, err
-    assert err[0].startswith("grpo_ba.py: error: ") and "data.jsonl line 4:" in err[0] and words in err[0], err
+    assert err[0].startswith("python -m grpo_ba_lab.train: error: ") and "data.jsonl line 4:" in err[0] and words in err[0], err
     assert "1 row like this" in err[0] and "--skip-bad-rows" in err[0]
     assert not out.exists()                                         # nothing written, not even the directory
 
@@ -91,7 +91,7 @@ def test_skip_bad_rows_drops_them_says_so_and_trains(tmp_path, capsys, tiny_mode
 def test_fewer_than_two_usable_rows_are_refused_even_when_skipping(tmp_path, capsys, tiny_model_dir):
     text = GOOD[0] + '\n{"prompt": "1+1"}\n{"prompt": "1+1"}\n'
     code, err, _, out = run(tmp_path, capsys, tiny_model_dir, text, "--skip-bad-rows")
-    assert code == 2 and err[-1].startswith("grpo_ba.py: error:") and "1 row usable after dropping 2 bad" in err[-1]
+    assert code == 2 and err[-1].startswith("python -m grpo_ba_lab.train: error:") and "1 row usable after dropping 2 bad" in err[-1]
     assert not out.exists()
 
 

@@ -7,9 +7,14 @@ import os
 import pytest
 
 import grpo_ba
+import grpo_ba_plots
+import grpo_ba_run
+from toy_tasks import model as toy_model
+from grpo_ba_lab.lab_args import LabArgs
 from grpo_ba_lab.analysis import report, sweep
-from grpo_ba import main, parse_args
-from grpo_ba_args import parse_command
+from grpo_ba_lab.lab_args import parse_args
+from grpo_ba_lab.train import main
+from grpo_ba_lab.lab_args import parse_command
 from toy_tasks import designs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,10 +29,10 @@ def test_the_demo_runs_design_demo_and_typed_flags_win():
 
 
 @pytest.mark.parametrize("argv, study", [(["--aggregator", "token"], None), ([], sweep.SweepOptions),
-                                         (["--design", "plain"], None), (["--resume", "runs/x"], None)])
+                                         (["--design", "plain"], None)])
 def test_everything_but_the_demo_keeps_the_plain_toy(argv, study):
     args = parse_command(argv, study)[0] if study else parse_args(argv)
-    plain = grpo_ba.Args()
+    plain = LabArgs()
     assert args.design == "plain"
     assert (args.spread_size, args.warmup_steps, args.steps, args.eval_prompts) == (
         plain.spread_size, plain.warmup_steps, plain.steps, plain.eval_prompts)
@@ -38,7 +43,8 @@ def test_demo_design_is_spread_room_cut_to_30_steps():
     toy_knobs = ("regime", "slip_style", "gap_size", "spread_size", "force_frac", "warmup_steps", "lr", "eval_prompts")
     assert {k: demo[k] for k in toy_knobs} == {k: spread[k] for k in toy_knobs}
     assert (demo["steps"], spread["steps"]) == (30, 300)
-    schedule = [s for s in range(demo["steps"]) if grpo_ba.is_eval_step(s, parse_args([]))]
+    args = parse_args([])
+    schedule = [s for s in range(demo["steps"]) if grpo_ba_run.evaluates(s, args.eval_every, *designs.dense_eval("demo"))]
     assert schedule == [0, 2, 4, 5, 6, 8, 10, 15, 20, 25]   # before these steps' updates; then step 30, after the last
 
 
@@ -81,14 +87,15 @@ def test_design_sweep_runs_each_registered_seed_in_a_process_on_its_machine_vari
     assert sorted({int(flag(c, "--seed")) for c, _ in calls}) == [33, 34, 35]
 
 
-def test_a_design_demo_goes_where_its_sweep_puts_its_first_seed(monkeypatch):
+def test_a_design_demo_trains_the_three_rules_of_its_first_seed_side_by_side(monkeypatch):
     trained = []
-    monkeypatch.setattr(grpo_ba, "train", lambda args, log=print: trained.append(args.output_dir))
-    assert sweep.run_demo(parse_args(["--design", "tilde-gap"]), log=lambda *a: None) == "runs/tilde-gap"
-    assert trained == [f"runs/tilde-gap/gap-{r}-s50" for r in ("token", "sequence", "balanced")]
-    trained.clear()
-    assert sweep.run_demo(parse_args([]), log=lambda *a: None) == "runs/demo"
-    assert trained == [f"runs/demo/gap-{r}-s20" for r in ("token", "sequence", "balanced")]
+    monkeypatch.setattr(grpo_ba, "train", lambda args, log=print: trained.append((args.output_dir, args.seed)))
+    monkeypatch.setattr(grpo_ba_run, "read_metrics", lambda path: [])
+    monkeypatch.setattr(grpo_ba_plots, "mechanism_figure", lambda *a: "m.png")
+    monkeypatch.setattr(grpo_ba_plots, "bias_curves", lambda *a: "b.png")
+    monkeypatch.setattr(grpo_ba_plots, "story", lambda *a: [])
+    assert grpo_ba.demo(grpo_ba.parse_args(["--design", "tilde-gap"]), log=lambda *a: None) == "runs/tilde-gap-s50"
+    assert trained == [(f"runs/tilde-gap-s50/{r}", 50) for r in ("token", "sequence", "balanced")]
 
 
 def _saved_run(root, design, rule, seed, accuracies):
@@ -259,7 +266,7 @@ def test_the_shipped_demo_warmup_gives_the_registered_step0_statistics_on_any_ke
 def test_a_changed_shipped_warmup_is_refused_by_its_hash(tmp_path):
     from grpo_ba_lab.plumbing import lm_setup
     path, sha256 = designs.shipped_warmup("demo", 20)
-    assert lm_setup.file_sha256(path) == sha256
+    assert toy_model.file_sha256(path) == sha256
     changed = tmp_path / "demo-s20.safetensors"
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 1
@@ -274,13 +281,13 @@ def test_the_demo_starts_from_the_shipped_warmup_unless_its_toy_changes_or_scrat
     monkeypatch.setattr(lm_setup, "load_or_warmup_toy", lambda cache, world, steps, seed, log: trained.append(
         (steps, seed, world.spread_size)) or (None, None, {"source": "trained"}))
     quiet = lambda *a: None
-    _, _, record = lm_setup.toy_warmup(parse_args([]), grpo_ba.WARMUP_STEPS, quiet)
+    _, _, record = lm_setup.toy_warmup(parse_args([]), quiet)
     assert (record["source"], record["seed"], record["sha256"]) == ("shipped", 20, designs.shipped_warmup("demo", 20)[1])
-    assert lm_setup.toy_warmup(parse_args(["--force-frac", "0.5"]), grpo_ba.WARMUP_STEPS, quiet)[2]["source"] == "shipped"
+    assert lm_setup.toy_warmup(parse_args(["--force-frac", "0.5"]), quiet)[2]["source"] == "shipped"
     assert not trained
-    lm_setup.toy_warmup(parse_args(["--spread-size", "4"]), grpo_ba.WARMUP_STEPS, quiet)
-    lm_setup.toy_warmup(parse_args(["--warmup-from-scratch"]), grpo_ba.WARMUP_STEPS, quiet)
-    lm_setup.toy_warmup(parse_args(["--seed", "21"]), grpo_ba.WARMUP_STEPS, quiet)      # seed 21: its own warm-up
+    lm_setup.toy_warmup(parse_args(["--spread-size", "4"]), quiet)
+    lm_setup.toy_warmup(parse_args(["--warmup-from-scratch"]), quiet)
+    lm_setup.toy_warmup(parse_args(["--seed", "21"]), quiet)      # seed 21: its own warm-up
     assert trained == [(1000, 20, 4), (1000, 20, 8), (1000, 21, 8)]
 
 
@@ -289,11 +296,11 @@ def test_the_from_scratch_path_writes_a_warmup_file_the_loader_accepts(tmp_path,
 
     from grpo_ba_lab.plumbing import lm_setup
     from toy_tasks import shipped_warmups
-    tokenizer = lm_setup.char_tokenizer()
-    model = lm_setup.tiny_qwen3(tokenizer, seed=3)                # stands in for the 1000-step warm-up
-    monkeypatch.setattr(lm_setup, "warmup_toy_model", lambda world, steps, seed, log: (model, tokenizer, 0.0))
+    tokenizer = toy_model.char_tokenizer()
+    model = toy_model.tiny_qwen3(tokenizer, seed=3)               # stands in for the 1000-step warm-up
+    monkeypatch.setattr(toy_model, "warmup_toy_model", lambda world, steps, seed, log: (model, tokenizer, 0.0))
     path, sha256 = shipped_warmups.make("demo", 20, out=str(tmp_path / "w.safetensors"), log=lambda *a: None)
-    assert sha256 == lm_setup.file_sha256(path)
+    assert sha256 == toy_model.file_sha256(path)
     loaded, _ = lm_setup.load_warmup_file(path, sha256)
     for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
         assert torch.equal(a, b), name
@@ -302,7 +309,7 @@ def test_the_from_scratch_path_writes_a_warmup_file_the_loader_accepts(tmp_path,
 # ------------------------------------------------------------------ what a run records, when it evaluates last
 
 TINY = ["--design", "demo", "--group-size", "4", "--prompts-per-step", "2", "--eval-prompts", "8",
-        "--max-new-tokens", "28", "--threads", "1", "--log-every", "100"]
+        "--max-new-tokens", "28", "--threads", "1"]
 
 
 def test_every_run_records_its_machine_variant_and_the_warmup_it_started_from(tmp_path):
@@ -321,7 +328,7 @@ def test_the_last_evaluation_measures_the_policy_after_the_last_update(tmp_path,
     monkeypatch.setattr(grpo_ba, "grpo_update", lambda *a, **k: events.append("update") or real_update(*a, **k))
     monkeypatch.setattr(grpo_ba, "evaluate", lambda *a, **k: events.append("evaluate") or real_evaluate(*a, **k))
     out = tmp_path / "r"
-    assert main(TINY + ["--aggregator", "balanced", "--steps", "3", "--eval-every", "2", "--eval-dense-until", "0",
+    assert main(TINY + ["--aggregator", "balanced", "--steps", "3", "--eval-every", "2",
                         "--output-dir", str(out)]) == 0
     assert events == ["evaluate", "update", "update", "evaluate", "update", "evaluate"]   # steps 0, 2, then after 3
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -331,7 +338,7 @@ def test_the_last_evaluation_measures_the_policy_after_the_last_update(tmp_path,
 
     from grpo_ba_lab.plumbing import lm_setup
     args = parse_args(TINY + ["--aggregator", "balanced", "--steps", "3"])
-    policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
+    policy, tokenizer, task = lm_setup.build(args, log=lambda *a: None)
     policy.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
     assert real_evaluate(policy, tokenizer, task, task.heldout[:8], args) == lines[-1]["accuracy"]
 
@@ -339,14 +346,14 @@ def test_the_last_evaluation_measures_the_policy_after_the_last_update(tmp_path,
 def test_a_run_that_lost_its_final_evaluation_is_unfinished_for_the_sweep_as_for_the_report(tmp_path):
     """Every step logged but not the evaluation after the last update (a kill between the
     two lines): the sweep must not skip as finished a run the design's report refuses."""
-    from grpo_ba_lab.plumbing import run_io
+    from grpo_ba_lab.plumbing import run_dirs
     run = _design_run(tmp_path, "loop-gap", "token", 30, [0.4, 0.5, 0.6])
     steps = json.loads((run / "args.json").read_text())["steps"]
     every_step = "".join(json.dumps({"step": s, "accuracy": 0.5}) + "\n" for s in range(steps))
     final = json.dumps({"step": steps, "final_evaluation": True, "accuracy": 0.6}) + "\n"
     (run / "metrics.jsonl").write_text(every_step + final)
-    assert run_io.run_status(str(run), steps) == "finished"
+    assert run_dirs.run_status(str(run), steps) == "finished"
     (run / "metrics.jsonl").write_text(every_step)
-    assert run_io.run_status(str(run), steps) == "train"          # no checkpoint here: trained again
+    assert run_dirs.run_status(str(run), steps) == "train"          # no checkpoint here: trained again
     (run / "run.json").unlink()                                    # a run from before final evaluations
-    assert run_io.run_status(str(run), steps) == "finished"
+    assert run_dirs.run_status(str(run), steps) == "finished"

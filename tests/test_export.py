@@ -12,8 +12,9 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import grpo_ba
+from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import export, lm_setup, lora
-from grpo_ba_lab.plumbing.errors import SetupError
+from grpo_ba_run import SetupError
 
 CARD = {"rule": "balanced", "steps": 3, "data": "toy", "heldout_accuracy": 0.625, "accuracy_step": 2,
         "command": "python grpo_ba.py --aggregator balanced --steps 3", "group_size": 4, "lr": 1e-4}
@@ -63,7 +64,7 @@ def test_the_model_card_says_what_trained_the_weights(tmp_path):
 
 def test_a_lora_policy_saves_its_adapter_which_peft_reloads_over_the_base(tmp_path, tiny_model_dir):
     peft = pytest.importorskip("peft", reason="LoRA is optional: pip install -r requirements-trl.txt")
-    args = grpo_ba.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
+    args = lab_args.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
     policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
     with torch.no_grad():                                           # trained adapters: B != 0
         for name, parameter in policy.named_parameters():
@@ -102,7 +103,7 @@ def test_an_export_replaces_an_earlier_export_but_never_another_directory(tmp_pa
 
 
 def test_run_card_takes_the_last_heldout_accuracy_and_the_settings():
-    args = dataclasses.asdict(grpo_ba.parse_args(["--aggregator", "token", "--steps", "3", "--group-size", "4"]))
+    args = dataclasses.asdict(lab_args.parse_args(["--aggregator", "token", "--steps", "3", "--group-size", "4"]))
     metrics = [{"step": 0, "accuracy": 0.5}, {"step": 1}, {"step": 2, "accuracy": 0.75}, {"step": 3, "accuracy": None}]
     card = export.run_card(args, metrics, command="python grpo_ba.py --aggregator token")
     assert card["rule"] == "token" and card["heldout_accuracy"] == 0.75 and card["accuracy_step"] == 2

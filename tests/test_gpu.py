@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba import main
+from grpo_ba_lab.train import main
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -30,7 +30,7 @@ def data(tmp_path):
 def run_argv(model_dir, data, out, *extra):
     return ["--model", model_dir, "--dataset", data, "--aggregator", "balanced", "--group-size", "8",
             "--prompts-per-step", "2", "--max-new-tokens", "8", "--eval-prompts", "4", "--device", "cuda",
-            "--dtype", "bfloat16", "--gradient-checkpointing", "--micro-batch-size", "4", "--log-every", "100",
+            "--dtype", "bfloat16", "--gradient-checkpointing", "--micro-batch-size", "4",
             "--output-dir", str(out), *extra]
 
 

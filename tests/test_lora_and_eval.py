@@ -6,8 +6,10 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_lab.plumbing import chat_template, lm_setup, lora
-from grpo_ba import main
+from grpo_ba_lab import lab_args
+import grpo_ba_setup
+from grpo_ba_lab.plumbing import lm_setup, lora
+from grpo_ba_lab.train import main
 
 
 def parity_verdict(completion, answer):
@@ -28,7 +30,7 @@ def data(tmp_path):
 
 def tiny_run(model_dir, dataset, out, *extra):
     return ["--model", model_dir, "--dataset", dataset, "--aggregator", "balanced", "--group-size", "4",
-            "--prompts-per-step", "2", "--max-new-tokens", "8", "--threads", "1", "--log-every", "100",
+            "--prompts-per-step", "2", "--max-new-tokens", "8", "--threads", "1",
             "--output-dir", str(out), *extra]
 
 
@@ -80,11 +82,11 @@ def test_eval_accuracy_is_the_mean_of_every_sample_verdict_per_benchmark(tmp_pat
 
 
 def test_greedy_evaluation_is_the_default_and_repeats_exactly(tiny_model_dir, data, monkeypatch):
-    args = grpo_ba.parse_args(["--aggregator", "balanced", "--max-new-tokens", "8"])
+    args = lab_args.parse_args(["--aggregator", "balanced", "--max-new-tokens", "8"])
     assert (args.eval_samples, args.eval_temperature) == (1, 0.0)
     policy, tokenizer = lm_setup.load_model(tiny_model_dir), lm_setup.load_tokenizer(tiny_model_dir)
     rows, _ = lm_setup.load_prompt_dataset(data, "prompt", "answer", heldout=0)
-    task = lm_setup.Task(rows, rows, lambda p: chat_template.format_prompt(tokenizer, p), lambda p, rng: "")
+    task = lm_setup.Task(rows, rows, lambda p: grpo_ba_setup.format_prompt(tokenizer, p), lambda p, rng: "")
     seen, original = [], grpo_ba.rollout
     monkeypatch.setattr(grpo_ba, "rollout", lambda *a, **k: seen.append(original(*a, **k)) or seen[-1])
     for seed in (0, 1):                            # greedy: the sampling seed cannot matter
@@ -118,7 +120,7 @@ def test_a_lora_step_changes_only_adapter_weights_and_the_reference_is_the_base(
     monkeypatch.setattr(grpo_ba, "grpo_update", watching_update)
     out = tmp_path / "lora"
     assert main(tiny_run(tiny_model_dir, data, out, "--steps", "1", "--lora-rank", "4", "--beta", "0.1",
-                         "--inner-updates", "2", "--save-every", "1")) == 0
+                         "--inner-updates", "2")) == 0
     assert not frozen_moved
     assert any("lora_B" in name for name in changed) and any("lora_A" in name for name in changed)
     (reference,) = references                      # the policy itself with adapters off: no second copy
@@ -128,7 +130,7 @@ def test_a_lora_step_changes_only_adapter_weights_and_the_reference_is_the_base(
 
 
 def test_the_reference_without_adapters_is_the_base_model(tiny_model_dir):
-    args = grpo_ba.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
+    args = lab_args.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
     policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
     with torch.no_grad():
         for name, p in policy.named_parameters():
@@ -141,7 +143,7 @@ def test_the_reference_without_adapters_is_the_base_model(tiny_model_dir):
 
 
 def test_bf16_lora_keeps_float32_adapters_over_a_bf16_frozen_base(tiny_model_dir):
-    args = grpo_ba.parse_args(["--aggregator", "balanced", "--lora-rank", "4", "--dtype", "bfloat16"])
+    args = lab_args.parse_args(["--aggregator", "balanced", "--lora-rank", "4", "--dtype", "bfloat16"])
     policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
     trainable = [p for p in policy.parameters() if p.requires_grad]
     assert trainable and all(p.dtype == torch.float32 for p in trainable)
@@ -157,7 +159,7 @@ def test_resume_after_a_lora_checkpoint_equals_the_uninterrupted_run(tmp_path, t
     lora_flags = ("--lora-rank", "4", "--inner-updates", "2", "--eval-every", "1", "--eval-prompts", "2")
     assert main(tiny_run(tiny_model_dir, data, tmp_path / "full", "--steps", "3", *lora_flags)) == 0
     mid = tmp_path / "mid"
-    assert main(tiny_run(tiny_model_dir, data, mid, "--steps", "2", "--save-every", "2", *lora_flags)) == 0
+    assert main(tiny_run(tiny_model_dir, data, mid, "--steps", "2", *lora_flags)) == 0
     saved_args = json.loads((mid / "args.json").read_text())
     (mid / "args.json").write_text(json.dumps({**saved_args, "steps": 3}))   # continue to step 3
     assert main(["--resume", str(mid)]) == 0
@@ -174,7 +176,7 @@ def test_lora_without_peft_is_one_line_and_exit_code_2(tmp_path, tiny_model_dir,
 
 
 def test_the_7b_preset_trains_lora_adapters_and_flags_still_override():
-    args = grpo_ba.parse_args(["--preset", "qwen2.5-math-7b", "--aggregator", "balanced"])
+    args = lab_args.parse_args(["--preset", "qwen2.5-math-7b", "--aggregator", "balanced"])
     assert (args.model, args.lora_rank, args.dtype) == ("Qwen/Qwen2.5-Math-7B", 32, "bfloat16")
     assert args.max_new_tokens <= 4096 - 512                          # the model's context, with room for the prompt
-    assert grpo_ba.parse_args(["--preset", "qwen2.5-math-7b", "--lora-rank", "8"]).lora_rank == 8
+    assert lab_args.parse_args(["--preset", "qwen2.5-math-7b", "--lora-rank", "8"]).lora_rank == 8

@@ -12,8 +12,10 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_lab.plumbing import chat_template, gguf_models, lm_setup
-from grpo_ba import main
+from grpo_ba_lab import lab_args
+import grpo_ba_setup
+from grpo_ba_lab.plumbing import gguf_models, lm_setup
+from grpo_ba_lab.train import main
 from verifier import verify
 
 SMOLLM2 = gguf_models.smollm2_gguf()
@@ -87,9 +89,9 @@ def smollm2_run(tmp_path_factory):
 def test_gguf_tokenizer_brings_its_chat_template_and_end_of_turn_token(smollm2_run):
     tokenizer, policy = smollm2_run["tokenizer"], smollm2_run["policy"]
     assert tokenizer.eos_token == END_OF_TURN and tokenizer.padding_side == "left"
-    text = chat_template.format_prompt(tokenizer, "What is 2 plus 3?")
+    text = grpo_ba_setup.format_prompt(tokenizer, "What is 2 plus 3?")
     assert text.endswith("<|im_start|>assistant\n") and "\\boxed{}" in text
-    assert chat_template.stop_token_ids(tokenizer, policy.generation_config) == [tokenizer.convert_tokens_to_ids(END_OF_TURN)]
+    assert grpo_ba_setup.stop_token_ids(tokenizer, policy.generation_config) == [tokenizer.convert_tokens_to_ids(END_OF_TURN)]
 
 
 @needs_smollm2
@@ -131,7 +133,7 @@ def test_real_model_first_update_ratio_is_one_under_left_padding(smollm2_run):
 def test_real_model_verifier_reads_boxed_through_the_tokenizer_decode(smollm2_run):
     """A scripted response -- text, end of turn, padding -- through rollout()'s own decode."""
     tokenizer, policy = smollm2_run["tokenizer"], smollm2_run["policy"]
-    prompt = chat_template.format_prompt(tokenizer, "What is 12 plus 30?")
+    prompt = grpo_ba_setup.format_prompt(tokenizer, "What is 12 plus 30?")
     answer = tokenizer.encode("12 + 30 = 42, so the answer is $\\boxed{42}$.", add_special_tokens=False)
     end, pad = tokenizer.convert_tokens_to_ids(END_OF_TURN), tokenizer.pad_token_id
 
@@ -139,7 +141,7 @@ def test_real_model_verifier_reads_boxed_through_the_tokenizer_decode(smollm2_ru
         return torch.cat([input_ids, torch.tensor([answer + [end, pad, pad]])], 1)
     policy.generate = scripted_generate
     try:
-        batch = grpo_ba.rollout(policy, tokenizer, [prompt], [""], grpo_ba.parse_args(["--aggregator", "token"]))
+        batch = grpo_ba.rollout(policy, tokenizer, [prompt], [""], lab_args.parse_args(["--aggregator", "token"]))
     finally:
         del policy.generate
     assert batch.completions == ["12 + 30 = 42, so the answer is $\\boxed{42}$."]
@@ -202,10 +204,10 @@ def test_stop_ids_add_the_chat_templates_end_of_turn_to_a_base_models_eos(tiny_m
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
     tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}<|im_end|>\n{% endfor %}"
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    stops = chat_template.stop_token_ids(tokenizer, GenerationConfig(eos_token_id=[tokenizer.eos_token_id, 7]))
+    stops = grpo_ba_setup.stop_token_ids(tokenizer, GenerationConfig(eos_token_id=[tokenizer.eos_token_id, 7]))
     assert stops == [tokenizer.eos_token_id, 7, im_end]
     tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"   # no special token: none added
-    assert chat_template.stop_token_ids(tokenizer, None) == [tokenizer.eos_token_id]
+    assert grpo_ba_setup.stop_token_ids(tokenizer, None) == [tokenizer.eos_token_id]
 
 
 def test_demo_with_a_model_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_path, tiny_model_dir):

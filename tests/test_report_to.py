@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from grpo_ba_lab.plumbing import report_to, run_io
-from grpo_ba_lab.plumbing.errors import SetupError
+from grpo_ba_lab.plumbing import report_to
+import grpo_ba_run
+from grpo_ba_run import SetupError
 
 # Steps as grpo_step writes them: floats, ints, an accuracy only on eval steps, None (no
 # positive response), NaN (written as null), and a benchmark's accuracy.
@@ -33,11 +34,11 @@ def test_tensorboard_holds_every_number_of_metrics_jsonl(tmp_path):
     run_dir = str(tmp_path)
     with report_to.open("tensorboard", run_dir, {"aggregator": "balanced", "steps": 3}) as reporter:
         for metrics in STEPS:                       # what train() does each step: the file, then the dashboard
-            run_io.append_metrics(str(tmp_path / "metrics.jsonl"), metrics)
+            grpo_ba_run.append_metrics(str(tmp_path / "metrics.jsonl"), metrics)
             reporter.log(metrics)
     logged = event_scalars(reporter.log_dir)
     expected = {}
-    for record in run_io.read_metrics(str(tmp_path / "metrics.jsonl")):
+    for record in grpo_ba_run.read_metrics(str(tmp_path / "metrics.jsonl")):
         for key, value in record.items():
             if key != "step" and value is not None:
                 expected.setdefault(key, {})[record["step"]] = value

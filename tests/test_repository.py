@@ -64,8 +64,8 @@ def test_the_patterns_catch_what_they_are_for():
 
 # ------------------------------------------------------------------ one page, a layout by role
 
-README_MAX_LINES = 250
-TOP_LEVEL_MODULES_MAX = 4
+README_MAX_LINES = 120
+TOP_LEVEL_MODULES_MAX = 7
 PACKAGES = ("grpo_ba_lab", "grpo_ba_lab/plumbing", "grpo_ba_lab/analysis", "grpo_ba_lab/integrations",
             "toy_tasks")
 
@@ -114,15 +114,12 @@ def _imports(tree, known, skip=lambda node: False):
 
 
 def import_graph(modules):
-    """module -> the project modules it imports. grpo_ba.main() may import what it
-    dispatches the command line to (the CLI's dispatch, not a dependency)."""
+    """module -> the project modules it imports, anywhere in it (function-level imports too)."""
     graph = {}
     for name, path in modules.items():
         with open(path) as f:
             tree = ast.parse(f.read())
-        cli_dispatch = (lambda node: isinstance(node, ast.FunctionDef) and node.name == "main") if name == "grpo_ba" \
-            else (lambda node: False)
-        graph[name] = _imports(tree, modules, cli_dispatch) - {name}
+        graph[name] = _imports(tree, modules) - {name}
         parts = name.split(".")                            # importing a package's module runs its __init__s first
         graph[name] -= {".".join(parts[:i]) for i in range(1, len(parts))}
     return graph
@@ -162,7 +159,7 @@ def test_the_cycle_finder_finds_cycles_through_function_level_imports():
 def test_no_import_cycles_among_the_project_modules():
     graph = import_graph(project_modules())
     assert {"grpo_ba", "grpo_ba_lab.plumbing.lm_setup", "grpo_ba_lab.analysis.plots", "verifier", "toy_tasks"} <= set(graph)
-    assert "grpo_ba_lab.plumbing.training_run" in graph["grpo_ba"] and "grpo_ba" in graph["grpo_ba_lab.analysis.plots"]   # the graph is real
+    assert "grpo_ba_run" in graph["grpo_ba"] and "grpo_ba" in graph["grpo_ba_lab.analysis.plots"]   # the graph is real
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
@@ -174,14 +171,58 @@ def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
                                                                                  "grpo_ba_lab.integrations"))}, name
 
 
+# ------------------------------------------------------------------ the course, and the lab around it
+
+# The course: the design card's files and the few modules they need. It never imports the lab.
+COURSE = ("grpo_ba", "grpo_ba_args", "grpo_ba_run", "grpo_ba_setup", "grpo_ba_plots", "verifier",
+          "verifier_grammar", "toy_tasks")
+COURSE_MAX_LINES = 3000
+
+
+def course_modules():
+    return {name: path for name, path in project_modules().items() if name.split(".")[0] in COURSE}
+
+
+def test_no_course_module_imports_the_lab_anywhere_in_any_function():
+    modules = project_modules()
+    assert {"grpo_ba", "toy_tasks.designs", "toy_tasks.model", "grpo_ba_lab.train"} <= set(modules)
+    offenders = {name: sorted(m for m in imported if m.startswith("grpo_ba_lab"))
+                 for name, imported in import_graph(modules).items() if name in course_modules()}
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_the_lab_walk_would_see_an_import_hidden_in_a_function():
+    tree = ast.parse("def main():\n    if True:\n        from grpo_ba_lab.analysis import sweep\n")
+    assert _imports(tree, {"grpo_ba_lab.analysis.sweep", "grpo_ba_lab.analysis"}) == {"grpo_ba_lab.analysis.sweep"}
+
+
+def import_closure(start, graph):
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph.get(name, ()))
+    return seen
+
+
+def test_everything_grpo_ba_py_imports_adds_up_to_at_most_3000_lines():
+    modules = project_modules()
+    closure = import_closure("grpo_ba", import_graph(modules))
+    assert {"grpo_ba_run", "verifier_grammar", "toy_tasks.model"} <= closure       # the walk is real
+    lines = {name: len(_source(os.path.relpath(modules[name], ROOT)).splitlines()) for name in closure}
+    assert sum(lines.values()) <= COURSE_MAX_LINES, sorted(lines.items(), key=lambda kv: -kv[1])
+
+
 # ------------------------------------------------------------------ one readable script
 
 SCRIPT_MAX_LINES = 550
 LINE_MAX_CHARS = 100
 TRAIN_MAX_LINES = 40
-SHORT_LINED = ("grpo_ba.py", "grpo_ba_args.py", "grpo_ba_lab/plumbing/training_run.py", "grpo_ba_lab/analysis/sweep.py",
-               "grpo_ba_lab/analysis/report.py", "grpo_ba_lab/__init__.py", "verifier.py", "toy_tasks/__init__.py",
-               "toy_tasks/__main__.py")
+SHORT_LINED = ("grpo_ba.py", "grpo_ba_args.py", "grpo_ba_plots.py", "grpo_ba_setup.py", "verifier.py",
+               "toy_tasks/__init__.py", "toy_tasks/__main__.py", "toy_tasks/model.py", "toy_tasks/designs.py",
+               "grpo_ba_lab/train.py", "grpo_ba_lab/lab_args.py", "grpo_ba_lab/plumbing/training_run.py",
+               "grpo_ba_lab/analysis/sweep.py", "grpo_ba_lab/analysis/report.py", "grpo_ba_lab/__init__.py")
 
 
 def _source(name):
@@ -218,14 +259,15 @@ def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_wer
             "from huggingface_hub import utils as hub\n"
             "before = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
             "import grpo_ba, grpo_ba_args, grpo_ba_lab.analysis.sweep, grpo_ba_lab.analysis.report\n"
+            "import grpo_ba_lab.train\n"
             "for name in ('grpo_ba_lab.integrations.trl_balanced', 'grpo_ba_lab.integrations.verl_balanced'):\n"
             "    try:\n"
             "        importlib.import_module(name)\n"
             "    except ImportError:\n"
             "        pass\n"
             "after = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
-            "from grpo_ba_lab.plumbing import lm_setup\n"
-            "with lm_setup.no_progress_bars():\n"
+            "import grpo_ba_setup\n"
+            "with grpo_ba_setup.no_progress_bars():\n"
             "    during = logging.is_progress_bar_enabled()\n"
             "restored = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
             "print(before == after == restored == (True, False), during)\n")

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import grpo_ba
+from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import lm_setup, rollout_engines
 
 from conftest import forced_kernels
@@ -188,7 +189,7 @@ def test_rollout_with_the_flag_gives_generates_batch(toy, engine):
     policy, tokenizer = toy
     prompts = [p.removeprefix("<bos>") for p in PROMPTS]
     batches = [grpo_ba.rollout(policy, tokenizer, prompts, ["<bos>"] * len(prompts),
-                               grpo_ba.parse_args(["--rollout-engine", name, "--max-new-tokens", "24"]), temperature=0)
+                               lab_args.parse_args(["--rollout-engine", name, "--max-new-tokens", "24"]), temperature=0)
                for name in ("generate", engine)]
     reference, batch = batches
     assert torch.equal(batch.sequences, reference.sequences) and torch.equal(batch.attention, reference.attention)
@@ -201,7 +202,7 @@ def test_lora_adapters_sample_as_generate_under_bf16_autocast(toy):
     pytest.importorskip("peft")
     from grpo_ba_lab.plumbing import lora
     _, tokenizer = toy
-    args = grpo_ba.parse_args(["--lora-rank", "4", "--dtype", "bfloat16"])
+    args = lab_args.parse_args(["--lora-rank", "4", "--dtype", "bfloat16"])
     policy = lora.add_adapters(peaked_tiny_qwen3(tokenizer, seed=1), args, "cpu").eval()
     with torch.no_grad():                                                        # B = 0 at start: give the adapters a say
         for name, p in policy.named_parameters():

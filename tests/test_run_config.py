@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import grpo_ba
+from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import run_config
 from grpo_ba_lab.plumbing.run_config import ConfigError
 
@@ -15,11 +16,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def args_class():
-    return type(grpo_ba.parse_args([]))          # Args, wherever it is defined
+    return type(lab_args.parse_args([]))          # Args, wherever it is defined
 
 
 def test_a_runs_args_json_reproduces_its_settings(tmp_path):
-    original = grpo_ba.parse_args(["--aggregator", "balanced", "--group-size", "4", "--lr", "3e-5", "--beta", "0.05",
+    original = lab_args.parse_args(["--aggregator", "balanced", "--group-size", "4", "--lr", "3e-5", "--beta", "0.05",
                                    "--eval-dataset", "a.jsonl", "b.jsonl",
                                    "--gradient-checkpointing", "--steps", "7", "--design", "plain"])
     (tmp_path / "args.json").write_text(json.dumps(dataclasses.asdict(original), indent=2))   # as train() writes it
@@ -83,7 +84,7 @@ def test_provenance_names_versions_commit_and_device_and_leaves_the_cpu_to_the_m
     json.dumps(record)                                          # JSON-ready
     assert record["packages"]["transformers"] and record["python"].count(".") == 2
     assert record["device"] == "cpu" and record["accelerator"] is None
-    assert "torch" not in record["packages"] and "cpu" not in record    # run_io.machine_variant's facts
+    assert "torch" not in record["packages"] and "cpu" not in record    # grpo_ba_run.machine_variant's facts
     if not git("rev-parse", "HEAD"):
         pytest.skip("not a git checkout")
     assert record["git"]["commit"] == git("rev-parse", "HEAD")

@@ -11,23 +11,28 @@ import pytest
 import torch
 
 import grpo_ba
+from grpo_ba_lab import lab_args
 from grpo_ba_lab.analysis import diagnose
-from grpo_ba import Args, main, parse_args, token_logprobs, train
-from grpo_ba_lab.plumbing import lm_setup, report_to, run_io
-from grpo_ba_lab.plumbing.training_run import TrainingRun
+from grpo_ba import token_logprobs
+from grpo_ba_lab.lab_args import LabArgs
+from grpo_ba_lab.lab_args import parse_args
+from grpo_ba_lab.train import main, train
+from grpo_ba_lab.plumbing import lm_setup, report_to
+import grpo_ba_run
+from grpo_ba_lab.plumbing.training_run import Export
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def exported_policies(monkeypatch):
-    """The policy objects TrainingRun.export saves, captured as the trainer held them."""
+    """The policy objects the Export logger saves, captured as the trainer held them."""
     seen = []
-    original = TrainingRun.export
+    original = Export.finish
 
-    def recording(self, policy):
+    def recording(self, run, policy, tokenizer):
         seen.append(policy)
-        return original(self, policy)
-    monkeypatch.setattr(TrainingRun, "export", recording)
+        return original(self, run, policy, tokenizer)
+    monkeypatch.setattr(Export, "finish", recording)
     return seen
 
 
@@ -37,7 +42,7 @@ def toy_run(tmp_path_factory, cache_dir):
     out = str(tmp_path_factory.mktemp("toy") / "run")
     args = parse_args(["--aggregator", "balanced", "--steps", "2", "--group-size", "4", "--prompts-per-step", "4",
                        "--max-new-tokens", "28", "--eval-every", "1", "--eval-prompts", "8", "--warmup-steps", "300",
-                       "--output-dir", out, "--cache-dir", cache_dir, "--log-every", "1", "--threads", "1",
+                       "--output-dir", out, "--cache-dir", cache_dir, "--threads", "1",
                        "--report-to", "tensorboard", "--completions"])      # as grpo_ba.main parses it
     lines = []
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -63,10 +68,10 @@ def test_a_toy_runs_model_dir_reloads_with_transformers_and_gives_the_trainers_l
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     theirs, ours = logprobs(reloaded, tokenizer), logprobs(policy.eval(), tokenizer)
     torch.testing.assert_close(theirs, ours, rtol=0, atol=0)
-    final = run_io.read_metrics(os.path.join(out, "metrics.jsonl"))[-1]
+    final = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))[-1]
     card = open(os.path.join(model_dir, "README.md")).read()
     assert final["final_evaluation"] and f"{final['accuracy']:.4g}" in card and "balanced" in card
-    assert f"--config {out}/args.json" in card                     # the command that trains it again
+    assert "python -m grpo_ba_lab.train --config ../args.json" in card   # run from model/, trains it again
     size = sum(os.path.getsize(os.path.join(model_dir, f)) for f in os.listdir(model_dir))
     assert size < 5_000_000                                         # the toy's export stays small
 
@@ -101,7 +106,7 @@ def test_tensorboard_holds_the_numbers_of_metrics_jsonl_final_evaluation_include
     out, _, _ = toy_run
     logged = event_scalars(os.path.join(out, "tensorboard"))
     expected = {}
-    for record in run_io.read_metrics(os.path.join(out, "metrics.jsonl")):
+    for record in grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl")):
         for key, value in report_to.scalars(record).items():
             expected.setdefault(key, {})[record["step"]] = value
     assert sorted(expected["accuracy"]) == [0, 1, 2]                # step 2: the final evaluation
@@ -116,7 +121,7 @@ def test_completions_jsonl_of_a_run_round_trips_through_the_step_by_step_diagnos
     rows = [json.loads(line) for line in open(path)]
     assert len(rows) == 2 * 4 * 4 and {r["step"] for r in rows} == {0, 1}
     assert set(rows[0]) == {"prompt", "completion", "reward", "length", "group", "step"}
-    metrics = run_io.read_metrics(os.path.join(out, "metrics.jsonl"))
+    metrics = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))
     steps = diagnose.diagnose_steps(path)
     assert [s["step"] for s in steps] == [0, 1]
     for s, m in zip(steps, metrics):                     # the diagnosis sees what the trainer saw
@@ -133,10 +138,10 @@ def test_completions_jsonl_of_a_run_round_trips_through_the_step_by_step_diagnos
 
 
 def test_a_resumed_run_keeps_the_completions_of_the_steps_before_its_checkpoint(tmp_path, cache_dir):
-    base = dict(aggregator="balanced", group_size=4, prompts_per_step=4, max_new_tokens=28, eval_every=10,
-                eval_prompts=4, warmup_steps=300, cache_dir=cache_dir, log_every=10, threads=1, completions=True)
+    base = dict(aggregator="balanced", group_size=4, prompts_per_step=4, max_new_tokens=28, eval_every=1,
+                eval_prompts=4, warmup_steps=300, cache_dir=cache_dir, threads=1, completions=True)
     out = str(tmp_path / "run")
-    train(Args(steps=2, save_every=1, output_dir=out, **base), log=lambda *a: None)
+    train(LabArgs(steps=2, output_dir=out, **base), log=lambda *a: None)
     path = os.path.join(out, "completions.jsonl")
     with open(path, "a") as f:                        # as if step 2 had been written when a kill came
         f.write(json.dumps({"prompt": "x", "completion": "y", "reward": 0.0, "length": 1,
@@ -149,7 +154,7 @@ def test_a_resumed_run_keeps_the_completions_of_the_steps_before_its_checkpoint(
 
 def test_config_with_a_runs_args_json_reproduces_the_runs_settings(toy_run, tmp_path):
     out, _, _ = toy_run
-    saved = run_io.read_args(out)
+    saved = grpo_ba_run.read_args(out)
     again = parse_args(["--config", os.path.join(out, "args.json"), "--output-dir", str(tmp_path / "again")])
     assert json.loads(json.dumps(dataclasses.asdict(again))) == {**saved, "output_dir": str(tmp_path / "again")}
     assert again.report_to == "tensorboard" and again.completions and again.warmup_steps == 300
@@ -158,7 +163,7 @@ def test_config_with_a_runs_args_json_reproduces_the_runs_settings(toy_run, tmp_
 def test_config_sits_below_typed_flags_and_above_design_and_preset_and_ignores_non_settings(tmp_path):
     original = parse_args(["--aggregator", "token", "--design", "loop-gap", "--lr", "3e-5", "--eval-dataset",
                            "a.jsonl", "b.jsonl", "--output-dir", "runs/x"])
-    saved = {**dataclasses.asdict(original), "resume": "runs/x", "sweep": False, "seeds": 3}   # an old args.json
+    saved = {**dataclasses.asdict(original), "resume": "runs/x"}             # a run's args.json
     (tmp_path / "args.json").write_text(json.dumps(saved))
     config = ["--config", str(tmp_path / "args.json")]
     assert dataclasses.replace(parse_args(config), output_dir="runs/x") == dataclasses.replace(original)
@@ -177,7 +182,7 @@ def test_config_sits_below_typed_flags_and_above_design_and_preset_and_ignores_n
 def test_each_start_records_versions_commit_and_device_once_in_run_json(toy_run):
     out, _, _ = toy_run
     assert not os.path.exists(os.path.join(out, "provenance.json"))       # one record, not two
-    (start,) = run_io.read_run_record(out)["starts"]
+    (start,) = grpo_ba_run.read_run_record(out)["starts"]
     assert start["provenance"]["device"] == "cpu" and start["provenance"]["packages"]["transformers"]
     assert start["machine"]["cpu_model"] and start["machine"]["threads"] == 1
     assert start["warmup"] is not None
@@ -191,7 +196,7 @@ def test_each_start_records_versions_commit_and_device_once_in_run_json(toy_run)
 def test_a_run_ends_with_a_summary_naming_accuracy_and_its_outputs(toy_run):
     out, _, lines = toy_run
     summary = lines[-1]
-    final = run_io.read_metrics(os.path.join(out, "metrics.jsonl"))[-1]
+    final = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))[-1]
     assert summary.startswith("[balanced] done: ") and f"accuracy {final['accuracy']:.3f}" in summary
     for name in ("metrics.jsonl", "model/", "tensorboard/", "completions.jsonl"):
         assert name in summary, name
@@ -219,7 +224,7 @@ def test_a_sweep_of_one_rule_is_refused_in_one_line(tmp_path, capsys):
     from grpo_ba_lab.analysis import sweep
     assert sweep.main(["--aggregator", "token", "--output-dir", str(tmp_path / "sweep")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--aggregator token" in err[0] and "grpo_ba.py" in err[0]
+    assert len(err) == 1 and "--aggregator token" in err[0] and "grpo_ba_lab.train" in err[0]
     assert not (tmp_path / "sweep").exists()
 
 
@@ -237,7 +242,7 @@ def test_multi_run_progress_counts_runs_and_estimates_time_left():
 
 
 def test_report_to_and_completions_may_change_on_resume_but_the_dual_clip_may_not():
-    assert {"report_to", "completions"} <= set(run_io.MACHINE_FLAGS) and "clip_ratio_c" not in run_io.MACHINE_FLAGS
+    assert {"report_to", "completions"} <= set(lab_args.MACHINE_FLAGS) and "clip_ratio_c" not in lab_args.MACHINE_FLAGS
 
 
 def test_clip_ratio_c_reaches_the_clipped_term_of_the_update(monkeypatch):
@@ -262,4 +267,4 @@ def test_clip_ratio_c_reaches_the_clipped_term_of_the_update(monkeypatch):
 
 def test_clip_ratio_c_at_or_below_one_is_refused():
     with pytest.raises(grpo_ba.UsageError, match="--clip-ratio-c"):
-        grpo_ba.check_args(parse_args(["--aggregator", "balanced", "--clip-ratio-c", "0.5"]))
+        lab_args.check_args(parse_args(["--aggregator", "balanced", "--clip-ratio-c", "0.5"]))

@@ -12,9 +12,12 @@ import pytest
 import torch
 
 import grpo_ba
+from grpo_ba_lab import lab_args
 from grpo_ba_lab.analysis import report
-from grpo_ba_lab.plumbing import run_io
-from grpo_ba import Args, main, train
+import grpo_ba_run
+from grpo_ba_lab.plumbing import run_dirs
+from grpo_ba_lab.lab_args import LabArgs
+from grpo_ba_lab.train import main, train
 from test_training import tiny_args as training_tiny_args
 
 QUIET = dict(log=lambda *a: None)
@@ -31,12 +34,12 @@ def strip_times(metrics):
 
 
 def read(out):
-    return run_io.read_metrics(os.path.join(out, "metrics.jsonl"))
+    return grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))
 
 
 def one_error_line(capsys, *needles):
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and err[0].startswith("grpo_ba.py: error:"), err
+    assert len(err) == 1 and err[0].startswith("python -m grpo_ba_lab.train: error:"), err
     assert all(n in err[0] for n in needles), err[0]
     return err[0]
 
@@ -70,7 +73,7 @@ def fake_run(tmp_path, cache_dir):
     (run / "args.json").write_text(json.dumps(dataclasses.asdict(tiny_args(run, cache_dir))))
     (run / "metrics.jsonl").write_text('{"step": 0}\n')
     model = torch.nn.Linear(3, 2)
-    run_io.save_checkpoint(str(run / "checkpoint.pt"), model, torch.optim.AdamW(model.parameters()), step=0)
+    grpo_ba_run.save_checkpoint(str(run / "checkpoint.pt"), model, torch.optim.AdamW(model.parameters()), step=0)
     return str(run)
 
 
@@ -106,7 +109,7 @@ def test_checkpoint_holds_only_what_weights_only_loading_accepts(tmp_path):
     random.seed(7)
     expected_next = random.random()
     random.seed(7)
-    run_io.save_checkpoint(str(tmp_path / "checkpoint.pt"), model, optimizer, step=5)
+    grpo_ba_run.save_checkpoint(str(tmp_path / "checkpoint.pt"), model, optimizer, step=5)
     random.seed(0)
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)   # raises on anything else
     assert state["step"] == 5
@@ -136,7 +139,7 @@ def test_resume_refuses_a_checkpoint_of_a_differently_shaped_model(fake_run, cap
     from grpo_ba_lab.plumbing import lm_setup
     path = os.path.join(fake_run, "checkpoint.pt")
     other = lm_setup.tiny_qwen3(lm_setup.char_tokenizer(), hidden=32)     # the toy's warm-up model has 64
-    run_io.save_checkpoint(path, other, torch.optim.AdamW(other.parameters()), step=0)
+    grpo_ba_run.save_checkpoint(path, other, torch.optim.AdamW(other.parameters()), step=0)
     before = snapshot(fake_run)
     assert main(["--resume", fake_run, "--steps", "4"]) == 2
     one_error_line(capsys, path, "does not fit this model")
@@ -154,14 +157,14 @@ def test_lora_adapter_checkpoints_are_checked_like_full_weights(tmp_path):
         return peft.get_peft_model(base, peft.LoraConfig(r=rank, target_modules=["q_proj", "v_proj"]))
     saved = lora_policy(4)
     path = str(tmp_path / "checkpoint.pt")
-    run_io.save_checkpoint(path, saved, torch.optim.AdamW(saved.parameters()), step=0)
+    grpo_ba_run.save_checkpoint(path, saved, torch.optim.AdamW(saved.parameters()), step=0)
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text('{"step": 0}\n')
     same, other = lora_policy(4), lora_policy(8)
-    state = run_io.read_checkpoint(path, "cpu")
-    assert run_io.restore_checkpoint(state, path, same, torch.optim.AdamW(same.parameters()), str(metrics), 3) == 1
-    with pytest.raises(run_io.RunError, match="lora_A"):
-        run_io.restore_checkpoint(state, path, other, torch.optim.AdamW(other.parameters()), str(metrics), 3)
+    state = grpo_ba_run.read_checkpoint(path, "cpu")
+    assert grpo_ba_run.restore_checkpoint(state, path, same, torch.optim.AdamW(same.parameters()), str(metrics), 3) == 1
+    with pytest.raises(grpo_ba_run.RunError, match="lora_A"):
+        grpo_ba_run.restore_checkpoint(state, path, other, torch.optim.AdamW(other.parameters()), str(metrics), 3)
 
 
 # ------------------------------------------------------------------ a torn metrics line
@@ -170,17 +173,17 @@ def test_a_torn_last_line_is_dropped_with_a_note_naming_the_file(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(b'{"step": 0, "r": 1}\n{"step": 1, "r": 2}\n{"step": 2, "r"')
     notes = []
-    assert [m["step"] for m in run_io.read_metrics(str(path), notes.append)] == [0, 1]
+    assert [m["step"] for m in grpo_ba_run.read_metrics(str(path), notes.append)] == [0, 1]
     assert len(notes) == 1 and str(path) in notes[0]
 
 
 def test_a_corrupt_middle_line_is_an_error_naming_the_file_and_line(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 0}\n{"step": 1, "r": \n{"step": 2}\n')
-    with pytest.raises(run_io.RunError, match=f"{path}: line 2"):
-        run_io.read_metrics(str(path))
-    with pytest.raises(run_io.RunError, match="line 2"):      # the sweep stops rather than retrain over it
-        run_io.run_status(str(tmp_path), 3)
+    with pytest.raises(grpo_ba_run.RunError, match=f"{path}: line 2"):
+        grpo_ba_run.read_metrics(str(path))
+    with pytest.raises(grpo_ba_run.RunError, match="line 2"):      # the sweep stops rather than retrain over it
+        run_dirs.run_status(str(tmp_path), 3)
 
 
 def test_resume_after_a_torn_last_line_equals_the_uninterrupted_run(finished_run, uninterrupted, capsys):
@@ -221,16 +224,16 @@ def test_resume_restores_last_metrics_lines_a_power_cut_lost_from_the_checkpoint
 def test_sweep_skip_logic_repairs_a_metrics_file_behind_its_checkpoint_instead_of_retraining(finished_run, how):
     whole = _cut_power(finished_run, how)
     notes = []
-    assert run_io.run_status(finished_run, 2, notes.append) == "finished"
+    assert run_dirs.run_status(finished_run, 2, notes.append) == "finished"
     assert open(os.path.join(finished_run, "metrics.jsonl")).read() == whole
     assert any("restored step(s) [2]" in n for n in notes)
-    assert run_io.run_status(finished_run, 3, notes.append) == "resume"      # one step short: resume, not retrain
+    assert run_dirs.run_status(finished_run, 3, notes.append) == "resume"      # one step short: resume, not retrain
     os.remove(os.path.join(finished_run, "checkpoint.pt"))
-    assert run_io.run_status(finished_run, 3) == "train"
+    assert run_dirs.run_status(finished_run, 3) == "train"
 
 
 def test_each_checkpoint_keeps_the_metrics_lines_since_the_previous_one(tmp_path, cache_dir):
-    out = train(tiny_args(tmp_path / "run", cache_dir, steps=3, save_every=2), **QUIET)
+    out = train(tiny_args(tmp_path / "run", cache_dir, steps=3, eval_every=2), **QUIET)
     lines = open(os.path.join(out, "metrics.jsonl")).read().splitlines(keepends=True)
     state = torch.load(os.path.join(out, "checkpoint.pt"), weights_only=True)
     assert state["step"] == 2 and state["metrics"] == lines[2:]      # step 2 and the evaluation after it
@@ -240,7 +243,7 @@ def test_each_checkpoint_keeps_the_metrics_lines_since_the_previous_one(tmp_path
 def _fake_run(run_dir, metrics_text):
     os.makedirs(run_dir)
     with open(os.path.join(run_dir, "args.json"), "w") as f:
-        json.dump(dataclasses.asdict(Args(regime="gap", aggregator="balanced", output_dir=str(run_dir))), f)
+        json.dump(dataclasses.asdict(LabArgs(regime="gap", aggregator="balanced", output_dir=str(run_dir))), f)
     with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
         f.write(metrics_text)
 
@@ -296,26 +299,28 @@ def test_a_changed_flag_on_resume_is_refused_in_one_line_naming_it(flag, value, 
 
 
 def test_flags_typed_with_the_saved_value_and_machine_flags_are_accepted(tmp_path):
-    defaults = {f.name: f.default for f in dataclasses.fields(Args)}
+    defaults = {f.name: f.default for f in dataclasses.fields(grpo_ba.Args)}
     saved = {**defaults, "aggregator": "token", "lr": 3e-4, "steps": 2, "threads": 1}
     (tmp_path / "args.json").write_text(json.dumps(saved))
     argv = ["--resume", str(tmp_path), "--aggregator", "token", "--lr", "0.0003", "--steps", "6",
             "--threads", "4", "--device", "cpu", "--output-dir", str(tmp_path)]
-    merged = run_io.resumed_args(str(tmp_path), grpo_ba.given_flags(argv), defaults)
-    assert (merged["steps"], merged["threads"], merged["device"], merged["aggregator"]) == (6, 4, "cpu", "token")
-    with pytest.raises(run_io.RunError, match="--output-dir"):
-        run_io.resumed_args(str(tmp_path), grpo_ba.given_flags(["--output-dir", str(tmp_path / "elsewhere")]), defaults)
-    with pytest.raises(grpo_ba.UsageError, match="python -m grpo_ba_lab.analysis.sweep"):
-        grpo_ba.given_flags(["--resume", str(tmp_path), "--sweep"])
+    merged = grpo_ba.parse_args(argv)                           # the course's own command line
+    assert (merged.steps, merged.threads, merged.device, merged.aggregator) == (6, 4, "cpu", "token")
+    with pytest.raises(grpo_ba_run.RunError, match="--output-dir"):
+        grpo_ba.parse_args(["--resume", str(tmp_path), "--output-dir", str(tmp_path / "elsewhere")])
+    with pytest.raises(grpo_ba_run.RunError, match="--lr"):
+        grpo_ba.parse_args(["--resume", str(tmp_path), "--lr", "0.1"])
 
 
-def test_an_args_json_written_before_the_studies_moved_out_still_resumes(tmp_path):
-    old = {f.name: f.default for f in dataclasses.fields(Args)}
-    old.update(aggregator="token", steps=2, output_dir=str(tmp_path), diagnose="", sweep=False, seeds=5,
-               regime_map=False, map_gap_sizes=["0", "9", "18"], map_spread_sizes=["0", "8", "16"],
-               workers=0, plot_only="", figures_dir="")
+def test_an_args_json_with_a_setting_this_version_lacks_is_refused_by_name(tmp_path):
+    old = {f.name: f.default for f in dataclasses.fields(grpo_ba.Args)}
+    old.update(aggregator="token", steps=2, output_dir=str(tmp_path), sweep=False)
     (tmp_path / "args.json").write_text(json.dumps(old))
-    args = grpo_ba.resumed_args(["--resume", str(tmp_path), "--steps", "4"])
+    with pytest.raises(grpo_ba_run.RunError, match="unknown setting 'sweep'"):
+        grpo_ba.parse_args(["--resume", str(tmp_path), "--steps", "4"])
+    del old["sweep"]
+    (tmp_path / "args.json").write_text(json.dumps(old))
+    args = grpo_ba.parse_args(["--resume", str(tmp_path), "--steps", "4"])
     assert (args.aggregator, args.steps, args.output_dir) == ("token", 4, str(tmp_path))
 
 
@@ -325,27 +330,27 @@ def test_an_args_json_written_before_the_studies_moved_out_still_resumes(tmp_pat
 def test_auto_device_prefers_cuda_then_mps_then_cpu(cuda, mps, expected, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
-    assert run_io.pick_device("auto").type == expected
-    assert run_io.pick_device("cpu").type == "cpu"
+    assert grpo_ba_run.pick_device("auto").type == expected
+    assert grpo_ba_run.pick_device("cpu").type == "cpu"
 
 
 def test_an_unavailable_device_is_a_one_line_error(monkeypatch):
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    assert grpo_ba.parse_args(["--device", "mps"]).device == "mps"
-    with pytest.raises(run_io.RunError, match="--device mps"):
-        run_io.pick_device("mps")
+    assert lab_args.parse_args(["--device", "mps"]).device == "mps"
+    with pytest.raises(grpo_ba_run.RunError, match="--device mps"):
+        grpo_ba_run.pick_device("mps")
 
 
 def test_thread_default_is_the_toy_best_or_every_core_and_an_explicit_value_wins(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
-    assert grpo_ba.parse_args([]).threads == 0                  # 0: choose by mode
-    assert run_io.pick_threads(0, real_model=False) == run_io.TOY_THREADS
-    assert run_io.pick_threads(0, real_model=True) == 8
-    assert run_io.pick_threads(3, real_model=True) == 3 and run_io.pick_threads(3, real_model=False) == 3
+    assert lab_args.parse_args([]).threads == 0                  # 0: choose by mode
+    assert grpo_ba_run.pick_threads(0, real_model=False) == grpo_ba_run.TOY_THREADS
+    assert grpo_ba_run.pick_threads(0, real_model=True) == 8
+    assert grpo_ba_run.pick_threads(3, real_model=True) == 3 and grpo_ba_run.pick_threads(3, real_model=False) == 3
 
 
 def test_autocast_falls_back_to_float32_with_a_note_where_the_device_lacks_it(monkeypatch):
-    assert run_io.autocast_dtype("cpu", "bfloat16", log=pytest.fail) == "bfloat16"   # this torch's CPU has it
+    assert grpo_ba_run.autocast_dtype("cpu", "bfloat16", log=pytest.fail) == "bfloat16"   # this torch's CPU has it
     real = torch.autocast
 
     def warns(device_type, dtype=None, **kw):      # what torch does for a dtype the device lacks
@@ -357,7 +362,7 @@ def test_autocast_falls_back_to_float32_with_a_note_where_the_device_lacks_it(mo
     for fake in (warns, raises):
         monkeypatch.setattr(torch, "autocast", fake)
         notes = []
-        assert run_io.autocast_dtype("cpu", "float16", notes.append) == "float32"
+        assert grpo_ba_run.autocast_dtype("cpu", "float16", notes.append) == "float32"
         assert len(notes) == 1 and "float16" in notes[0]
 
 

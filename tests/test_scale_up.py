@@ -5,8 +5,10 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_lab.plumbing import chat_template
-from grpo_ba import AGGREGATORS, aggregation_coefficients, clipped_token_loss, group_advantages, main
+from grpo_ba_lab import lab_args
+import grpo_ba_setup
+from grpo_ba import AGGREGATORS, aggregation_coefficients, clipped_token_loss, group_advantages
+from grpo_ba_lab.train import main
 
 from conftest import forced_kernels
 
@@ -29,10 +31,10 @@ def test_local_model_with_chat_template_trains_two_steps_on_a_local_jsonl(tmp_pa
 def test_prompts_go_through_the_chat_template_and_ask_for_boxed(tiny_model_dir):
     from grpo_ba_lab.plumbing import lm_setup
     tokenizer = lm_setup.load_tokenizer(tiny_model_dir)
-    text = chat_template.format_prompt(tokenizer, "What is 2 plus 2?")
+    text = grpo_ba_setup.format_prompt(tokenizer, "What is 2 plus 2?")
     assert text.startswith("<|user|>What is 2 plus 2?") and "\\boxed{}" in text and text.endswith("<|assistant|>")
     chat = [{"role": "user", "content": "hi"}]                   # DAPO-style prompts are messages already
-    assert chat_template.format_prompt(tokenizer, chat) == "<|user|>hi\n<|assistant|>"
+    assert grpo_ba_setup.format_prompt(tokenizer, chat) == "<|user|>hi\n<|assistant|>"
 
 
 def test_nested_answer_columns_are_reachable(tmp_path):
@@ -100,11 +102,11 @@ def test_a_bf16_step_runs_on_cpu(tmp_path, tiny_model_dir):
 def test_bf16_compute_keeps_float32_master_weights(tiny_model_dir):
     from grpo_ba_lab.plumbing import lm_setup
     policy = lm_setup.load_model(tiny_model_dir)
-    args = grpo_ba.parse_args(["--aggregator", "token", "--dtype", "bfloat16"])
+    args = lab_args.parse_args(["--aggregator", "token", "--dtype", "bfloat16"])
     ids = torch.tensor([[5, 6, 7, 8]])
     with grpo_ba.autocast(args, "cpu"):
         logits = policy(input_ids=ids).logits
     assert logits.dtype == torch.bfloat16                      # compute in bf16 ...
     assert all(p.dtype == torch.float32 for p in policy.parameters())   # ... weights stay float32
-    with grpo_ba.autocast(grpo_ba.parse_args(["--aggregator", "token"]), "cpu"):
+    with grpo_ba.autocast(lab_args.parse_args(["--aggregator", "token"]), "cpu"):
         assert policy(input_ids=ids).logits.dtype == torch.float32

@@ -6,11 +6,14 @@ import random
 from types import SimpleNamespace
 
 import pytest
+
+from toy_tasks import model as toy_model
 import torch
 
 from grpo_ba_lab.analysis import toy_consequences as tc
-from grpo_ba import is_eval_step, parse_args
-from toy_tasks import ToyWorld, make_problems, warmup_corpus
+from grpo_ba_run import evaluates
+from grpo_ba_lab.lab_args import parse_args
+from toy_tasks import ToyWorld, designs, make_problems, warmup_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,13 +57,13 @@ def test_default_slip_style_keeps_the_tilde_corpus():
 def test_warmup_cache_key_holds_the_settings_and_the_floating_point_path():
     from grpo_ba_lab.plumbing import lm_setup
     world, threads = ToyWorld("gap"), torch.get_num_threads()
-    key = lm_setup.warmup_cache_dir("/c", world, 600, 0)
-    assert key != lm_setup.warmup_cache_dir("/c", ToyWorld("gap", slip_style="loop"), 600, 0)
-    assert key != lm_setup.warmup_cache_dir("/c", world, 600, 1) != lm_setup.warmup_cache_dir("/c", world, 601, 0)
-    assert key == lm_setup.warmup_cache_dir("/c", ToyWorld("gap", force_frac=0.5), 600, 0)   # an RL-only knob
+    key = toy_model.warmup_cache_dir("/c", world, 600, 0)
+    assert key != toy_model.warmup_cache_dir("/c", ToyWorld("gap", slip_style="loop"), 600, 0)
+    assert key != toy_model.warmup_cache_dir("/c", world, 600, 1) != toy_model.warmup_cache_dir("/c", world, 601, 0)
+    assert key == toy_model.warmup_cache_dir("/c", ToyWorld("gap", force_frac=0.5), 600, 0)   # an RL-only knob
     try:                        # a warm-up trained on other threads is another policy: never served in its place
         torch.set_num_threads(threads % 2 + 1)
-        assert lm_setup.warmup_cache_dir("/c", world, 600, 0) != key
+        assert toy_model.warmup_cache_dir("/c", world, 600, 0) != key
     finally:
         torch.set_num_threads(threads)
 
@@ -76,22 +79,21 @@ def test_slip_style_flag_reaches_the_world():
     assert lm_setup.toy_world(parse_args([])).slip_style == "ramble"
 
 
-def _schedule(steps, every, dense_until=0, dense_every=2):
+def _schedule(steps, every, design="plain"):
     """The evaluated steps of a run, before each step's update; the final evaluation,
     after the last update, is logged as step `steps`."""
-    args = SimpleNamespace(steps=steps, eval_every=every, eval_dense_until=dense_until, eval_dense_every=dense_every)
-    return [s for s in range(steps) if is_eval_step(s, args)] + [steps]
+    return [s for s in range(steps) if evaluates(s, every, *designs.dense_eval(design))] + [steps]
 
 
 def test_evaluation_schedule_is_dense_early_then_every_n_then_after_the_last_update():
-    steps = _schedule(300, 10, dense_until=20, dense_every=2)
+    steps = _schedule(300, 10, design="loop-gap")              # dense every 2 steps up to 20
     assert steps == [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20] + list(range(30, 301, 10))
     assert len(steps) == 39
 
 
 def test_evaluation_schedule_without_a_dense_start():
     assert _schedule(25, 10) == [0, 10, 20, 25]
-    assert _schedule(20, 10, dense_until=0) == [0, 10, 20]
+    assert _schedule(20, 10, design="plain") == [0, 10, 20]
 
 
 def _metrics(accuracies, every=10):
@@ -131,7 +133,7 @@ def test_named_designs_are_the_pre_registered_version_2_settings():
     assert (loop.warmup_seed, loop.seed) == (-1, 30)                      # each seed its own warm-up
     assert tc.DESIGNS["loop-gap"]["seeds"] == {"native-2t": (30, 31, 32), "default-1t": (33, 34, 35)}
     assert tc.DESIGNS["demo"]["seeds"] == {"native-2t": (20, 21, 22), "default-1t": (23, 24, 25)}
-    assert _schedule(loop.steps, loop.eval_every, loop.eval_dense_until, loop.eval_dense_every)[:3] == [0, 2, 4]
+    assert _schedule(loop.steps, loop.eval_every, "loop-gap")[:3] == [0, 2, 4]
     spread = tc.design_args("spread-room")
     assert (spread.slip_style, spread.gap_size, spread.spread_size, spread.warmup_steps) == ("ramble", 18, 8, 1000)
     assert tc.DESIGNS["spread-room"]["seeds"] == {"native-2t": (40, 41, 42), "default-1t": (43, 44, 45)}

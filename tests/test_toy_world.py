@@ -129,7 +129,7 @@ def test_spread_size_belongs_to_regime_gap():
 
 
 def test_warmup_batches_hold_each_pair_as_the_tokenizer_encodes_it_row_by_row():
-    from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, encode_pairs
+    from toy_tasks.model import char_tokenizer, encode_pairs
     tokenizer = char_tokenizer()
     pairs = [("57+6+3=", "63 66"), ("23+8+2=", "23 ~~~~~~~~~~~~~~~ 25"), ("10+1+1=", "11 12")]
     input_ids, labels = encode_pairs(tokenizer, pairs, width=16)                    # the second row is cut

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import grpo_ba
+from grpo_ba_lab import lab_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = re.compile(r"`([^`]+)`")
@@ -33,7 +34,7 @@ def test_the_tables_are_read():
 
 
 def test_every_grpo_ba_flag_exists():
-    flags = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(type(grpo_ba.parse_args([])))}
+    flags = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(type(lab_args.parse_args([])))}
     named = [n for cell, *_ in rows() for n in names(cell, r"--[a-z-]+")]
     assert len(named) >= 25 and set(named) <= flags, sorted(set(named) - flags)
 

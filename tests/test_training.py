@@ -8,7 +8,12 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba import Args, grpo_update, main, parse_args, response_mask_from_eos, train
+from toy_tasks import designs
+from grpo_ba_lab import train as lab_train
+from grpo_ba import grpo_update, response_mask_from_eos
+from grpo_ba_lab.lab_args import LabArgs
+from grpo_ba_lab.lab_args import parse_args
+from grpo_ba_lab.train import main, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -16,9 +21,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def tiny_args(out, cache_dir, **overrides):
     base = dict(aggregator="balanced", steps=2, group_size=4, prompts_per_step=4, max_new_tokens=28,
                 eval_every=1, eval_prompts=8, warmup_steps=300, output_dir=str(out), cache_dir=cache_dir,
-                log_every=1, threads=1)
+                threads=1)
     base.update(overrides)
-    return Args(**base)
+    return LabArgs(**base)
 
 
 def read_metrics(out):
@@ -57,7 +62,7 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, cache_dir):
     full = read_metrics(train(tiny_args(tmp_path / "full", cache_dir, steps=4), log=lambda *a: None))
     # A run that "died" after step 1: its checkpoint (step 1) plus a half-finished step 2 line.
     mid = tmp_path / "mid"
-    train(tiny_args(mid, cache_dir, steps=2, save_every=2), log=lambda *a: None)
+    train(tiny_args(mid, cache_dir, steps=2), log=lambda *a: None)
     assert torch.load(mid / "checkpoint.pt", weights_only=False)["step"] == 1
     args_json = json.load(open(mid / "args.json"))
     args_json["steps"] = 4
@@ -74,7 +79,7 @@ def test_sigint_saves_a_checkpoint_and_leaves_valid_jsonl(tmp_path, cache_dir):
             f"orig = grpo_ba.step_diagnostics\n"
             f"def hook(*a, **k):\n    os.kill(os.getpid(), signal.SIGINT)\n    return orig(*a, **k)\n"
             f"grpo_ba.step_diagnostics = hook\n"
-            f"sys.exit(grpo_ba.main(['--aggregator', 'token', '--steps', '5', '--group-size', '4', '--prompts-per-step', '2',"
+            f"sys.exit(lab_train.main(['--aggregator', 'token', '--steps', '5', '--group-size', '4', '--prompts-per-step', '2',"
             f" '--max-new-tokens', '28', '--eval-prompts', '8', '--warmup-steps', '300', '--threads', '1',"
             f" '--cache-dir', {cache_dir!r},"
             f" '--output-dir', {str(out)!r}]))")
@@ -159,14 +164,14 @@ def test_bad_input_gives_one_line_error_and_exit_code_2(argv, message, tmp_path,
                             timeout=120, cwd=tmp_path)
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("grpo_ba.py: error:") and message in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith("python -m grpo_ba_lab.train: error:") and message in lines[0], result.stderr
 
 
 def test_help_lists_every_argument():
     result = subprocess.run([sys.executable, os.path.join(REPO, "grpo_ba.py"), "--help"], capture_output=True, text=True)
     assert result.returncode == 0
     import dataclasses
-    for f in dataclasses.fields(Args):
+    for f in dataclasses.fields(grpo_ba.Args):
         assert "--" + f.name.replace("_", "-") in result.stdout
 
 
@@ -204,7 +209,7 @@ def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_pa
     # the demo's own toy and warm-up length: it starts from the shipped warm-up, nothing is trained first
     assert main(TINY_FLAGS + ["--warmup-steps", "1000", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / "gap-balanced-s20" / "args.json").read_text())
-    assert (saved["design"], saved["eval_dense_until"], saved["eval_every"]) == ("demo", 10, 5)
+    assert (saved["design"], saved["eval_every"], designs.dense_eval(saved["design"])) == ("demo", 5, (10, 2))
     assert (tmp_path / "consequences.md").exists() and (tmp_path / "mechanism.png").exists()
     assert "`python -m grpo_ba_lab.analysis.sweep --design demo` trains its 6 seeds" in capsys.readouterr().out
     for rule in ("token", "sequence", "balanced"):

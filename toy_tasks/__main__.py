@@ -17,10 +17,8 @@ class _ForcedAlways:
 
 def show(design: str, problems: int, seed: int) -> list[str]:
     """A design's world, then `problems` held-out problems with three corpus answers each."""
-    from grpo_ba_lab.analysis.toy_consequences import design_args
-    from grpo_ba_lab.plumbing.lm_setup import toy_world
     from verifier import verify
-    world, rng = toy_world(design_args(design)), random.Random(seed)    # what `--design` trains in
+    world, rng = designs.world(design), random.Random(seed)          # what `--design` trains in
     lines = [f"design {design}: {world}", ""]
     for row in make_problems(seed)[1].select(range(problems)):             # held-out problems
         prompt, gold = row["prompt"], row["answer"]

@@ -1,72 +1,31 @@
 """Running-sum arithmetic with a habit RL can break and a length gap it cannot.
 
-A problem is `ab+c+d=` (a two-digit number, two one-digit numbers). The answer is
-written as running sums, the last one being the final answer:
+A problem is `ab+c+d=` (a two-digit number, two one-digit numbers); the answer is written as
+running sums, the last one being the final answer:
 
     prompt  57+6+3=
     plain   63 66                 57+6 = 63, 63+3 = 66         right, 6 tokens with EOS
     slip    57 ~~~~~~~~~~~~~~ 60  repeats 57 (forgets c), rambles, carries on: wrong, long
     check   63 66?~~~~~~~~~~~~~~  the right answer, then a long re-check: right, long
 
-Two things make the toy teach:
+1. A habit with room to learn: the warm-up corpus slips on 70% of the problems with c > d and
+   on 10% of the others. Worked example: `57+6+3=` (c > d) is written as a slip seven times in
+   ten, so the greedy policy slips and scores 0; `57+3+6=` is written `60 66` nine times in
+   ten: greedy scores 1. After RL the policy writes `63 66` for the first as well.
+2. A length gap RL cannot switch off: during RL the *environment* forces the start of a
+   fraction (`force_frac`) of the responses, as prompt, not loss: a slip (`57`; regime `gap`,
+   gap_sign `wrong-long`: wrong answers stay long after RL has removed the policy's own slips)
+   or a right answer and a re-check mark (`63 66?`, `right-long`). Regime `variance` forces
+   nothing: half the corpus rambles, slip or not. `spread_size` > 0 (the regime map's cells):
+   half of all responses, right or wrong, ramble that long too. Why force? A long style the
+   policy picks itself is unlearned within 10-30 RL steps under every rule, and then the rules
+   stop differing in how they weigh long answers; a forced slip can only be reacted to.
 
-1. **A habit with room to learn.** The warm-up corpus slips on 70% of the problems
-   with c > d (44% of all problems) and on 10% of the others. The arithmetic is the
-   same on both kinds, so the warmed-up policy can add; it has only picked up a habit
-   tied to a surface feature. Its *greedy* answer follows the likelier style: a slip
-   (wrong) on most c > d problems, a plain sum (mostly right) on the rest, so held-out
-   greedy accuracy starts near 0.5. RL has to teach a choice the policy already
-   has, "don't slip", which it learns within tens of steps; teaching a new skill
-   (exact sums) was too slow to show in 100 steps on a laptop.
-
-   Worked example. `57+6+3=` has c = 6 > d = 3: the corpus writes
-   `57 ~~~~~~~~~~~~~~~~~~ 60` seven times in ten, so the greedy policy slips and
-   scores 0. `57+3+6=` (c < d) is written `60 66` nine times in ten: greedy scores 1.
-   After RL the policy writes `63 66` for the first as well.
-
-2. **A length gap RL cannot switch off.** During RL the *environment* forces the
-   start of a fraction of the responses (`force_frac`). The forced characters are
-   part of the prompt, not of the loss:
-
-   - regime `gap`, gap_sign `wrong-long`: the environment forces a slip (`57`); the
-     warmed-up policy then rambles and answers wrong. Wrong answers are long, and
-     stay long even after RL has removed the policy's own slips.
-   - regime `gap`, gap_sign `right-long`: the environment forces a right answer and
-     a re-check mark (`63 66?`); the policy rambles on. Right answers are long.
-   - regime `variance`: nothing is forced; half the corpus rambles after the first
-     sum, slip or not, so lengths spread widely while right and wrong answers have
-     about the same mean length.
-   - regime `gap` with `spread_size` > 0 (the regime map's cells): both at once. A
-     slip rambles `gap_size` tokens, and half of all responses, right or wrong,
-     ramble `spread_size` tokens (a slip that draws both rambles the longer of the
-     two: their 34-token sum was not learned in 1000 warm-up steps); `gap_size` 0 is
-     no gap at all, `spread_size` 0 no extra spread.
-
-   Why force instead of letting the model choose? A long style the policy picks
-   itself is unlearned within 10-30 RL steps under every rule (that is what item 1
-   uses), and then the rules stop differing in how they weigh long answers. A
-   forced slip is a mistake the policy cannot avoid, only react to.
-
-`gap_size` is the mean ramble length in the corpus: the size of the gap.
-`spread_size` is the mean length of the ramble that half of all answers carry.
-
-**Slip style `loop` (hypothesis H1 of docs/toy-designs.md).** With `slip_style="ramble"` (the
-default, every regime above) a ramble is `~`, a token right answers never use, so
-pushing long wrong answers down costs a right answer nothing. With
-`slip_style="loop"` every ramble is the sum just written, repeated: the same length
-in characters (at most the ramble's), in the digits and spaces right answers are
-made of. Regime `gap`, gap_size 18, worked example:
-
-    prompt  23+8+2=
-    plain   31 33                          right: 5 characters + EOS = 6 tokens, digits and spaces
-    slip    23 23 23 23 23 23 23 25        wrong: 23 repeated (forgets c), then 23+2 = 25: a loop of
-                                           14-20 characters between the first and the last sum (a
-                                           14-22 `~` ramble cut to whole repeats of "23 "), so 20-27
-                                           characters, 21-28 tokens with EOS, and no `~`
-
-In the corpus (corpus_error 0, seed 0) a slip is 20-27 characters (mean 23.0), a plain
-answer 5-7 (mean 5.2): a long wrong answer is ~4x a right one and writes only `0-9` and
-space, so pushing its tokens down pushes down tokens a right answer needs (`2`, `3`, space).
+Slip style `loop` (hypothesis H1 of docs/toy-designs.md): a ramble is the sum just written,
+repeated (`23+8+2=` -> `23 23 23 23 23 23 23 25`), as long as a `~` ramble in characters but
+written in the digits and spaces right answers need. In its corpus (regime `gap`, gap_size 18,
+corpus_error 0, seed 0) a slip is 20-27 characters (mean 23.0), a plain answer 5-7 (mean 5.2).
+More: docs/code-tour.md ("The toy world") and docs/toy-designs.md.
 """
 from __future__ import annotations
 
@@ -84,7 +43,7 @@ GAP_SIGNS = ("wrong-long", "right-long")
 def make_problems(seed: int = 0, heldout_fraction: float = 0.1):
     """All 90 * 9 * 9 problems `ab+c+d=`, shuffled by `seed`, split into disjoint
     train and held-out `datasets.Dataset`s with columns `prompt` and `answer`."""
-    from datasets import Dataset             # here: importing datasets adds about a second to every start
+    from datasets import Dataset        # here: importing it adds about a second to every start
     problems = [(a, c, d) for a in range(10, 100) for c in range(1, 10) for d in range(1, 10)]
     random.Random(seed).shuffle(problems)
     n_heldout = int(len(problems) * heldout_fraction)
@@ -130,8 +89,8 @@ class ToyWorld:
     corpus_error: float = 0.1   # corpus rate of a wrong last sum in the plain style
     habit_slip: float = 0.7     # corpus slip rate on problems with c > d
     plain_slip: float = 0.1     # corpus slip rate on the others
-    spread_size: int = 0        # regime gap: half of all responses ramble this long, right or wrong
-    slip_style: str = "ramble"  # "ramble": `~`; "loop": the sum just written, repeated (H1, docs/toy-designs.md)
+    spread_size: int = 0        # regime gap: half of all responses ramble this long
+    slip_style: str = "ramble"  # "ramble": `~`; "loop": the sum just written, repeated (H1)
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -145,15 +104,14 @@ class ToyWorld:
         if self.slip_style not in SLIP_STYLES:
             raise ValueError(f"unknown slip style {self.slip_style!r}; choose from {SLIP_STYLES}")
         if self.spread_size and self.regime != "gap":
-            raise ValueError("spread_size is a knob of regime gap (regime variance's spread is gap_size)")
+            raise ValueError("spread_size is a knob of regime gap "
+                             "(regime variance's spread is gap_size)")
 
     # ---- the supervised warm-up corpus
     def slip_rate(self, prompt: str) -> float:
-        """How often the corpus slips on this prompt: often when c > d, rarely otherwise.
-        A habit tied to a surface feature, not to difficulty: the arithmetic is the same
-        on both kinds of prompt, so RL only has to learn *not to slip*, a choice the
-        policy already has, not a new skill. The warmed-up policy's greedy answer is a
-        slip on the c > d prompts (44% of them)."""
+        """How often the corpus slips on this prompt: often when c > d (44% of prompts), rarely
+        otherwise. A habit tied to a surface feature, not to difficulty: the arithmetic is the
+        same on both kinds, so RL only has to learn *not to slip*, not a new skill."""
         _, c, d = _parse(prompt)
         return self.habit_slip if c > d else self.plain_slip
 
@@ -165,16 +123,17 @@ class ToyWorld:
             last += rng.choice([-2, -1, 1, 2])
         slip = rng.random() < self.slip_rate(prompt)
         if slip:
-            first, last = a, a + d                                      # repeat a, forget c: wrong
-        if self.regime == "variance":                                   # ramble half the time, slip or not
-            return f"{first} {self._write_ramble(rng, self.gap_size, first)} {last}" if rng.random() < 0.5 else f"{first} {last}"
-        ramble = self.gap_size if slip and self.gap_sign == "wrong-long" else 0   # a slip rambles: wrong and long
-        if self.spread_size and rng.random() < 0.5:                     # spread: half ramble, right or wrong
-            ramble = max(ramble, self.spread_size)                      # (a longer ramble, 40+, is not learned)
+            first, last = a, a + d                          # repeat a, forget c: wrong
+        if self.regime == "variance":                       # ramble half the time, slip or not
+            return (f"{first} {self._write_ramble(rng, self.gap_size, first)} {last}"
+                    if rng.random() < 0.5 else f"{first} {last}")
+        ramble = self.gap_size if slip and self.gap_sign == "wrong-long" else 0  # a slip rambles
+        if self.spread_size and rng.random() < 0.5:         # spread: half ramble, right or wrong
+            ramble = max(ramble, self.spread_size)          # (a longer ramble, 40+, is not learned)
         if ramble:
             return f"{first} {self._write_ramble(rng, ramble, first)} {last}"
-        if self.gap_sign == "right-long" and rng.random() < 0.05:       # rare: the model should not pick it itself
-            return f"{a + c} {a + c + d}?{self._write_ramble(rng, self.gap_size, a + c + d)}"  # right answer, then a long re-check
+        if self.gap_sign == "right-long" and rng.random() < 0.05:  # rare: not the model's pick
+            return f"{a + c} {a + c + d}?{self._write_ramble(rng, self.gap_size, a + c + d)}"
         return f"{first} {last}"
 
     def _write_ramble(self, rng: random.Random, size: int, number: int) -> str:
@@ -196,18 +155,17 @@ class ToyWorld:
         return f"{a}" if self.gap_sign == "wrong-long" else f"{a + c} {a + c + d}?"
 
 
-def warmup_corpus(world: ToyWorld, prompts: list[str], n: int, seed: int) -> list[tuple[str, str]]:
+def warmup_corpus(world: ToyWorld, prompts: list[str], n: int,
+                  seed: int) -> list[tuple[str, str]]:
     """n (prompt, response) pairs drawn from `prompts` with the world's styles."""
     rng = random.Random(seed)
     return [(p, world.response(p, rng)) for p in (rng.choice(prompts) for _ in range(n))]
 
 
 def length_stats(lengths: torch.Tensor, rewards: torch.Tensor) -> dict[str, float]:
-    """Regime statistics of one batch of rollouts (lengths: (B,), rewards: (B,) in {0, 1}).
-
-    `wrong_over_right` is the gap (>= 2 in regime gap/wrong-long); `std_over_mean` the
-    spread (>= 0.5 in regime variance). NaN where a side is empty.
-    """
+    """Regime statistics of one batch of rollouts (lengths: (B,), rewards: (B,) in {0, 1}):
+    `wrong_over_right` is the gap (>= 2 in regime gap/wrong-long), `std_over_mean` the
+    spread (>= 0.5 in regime variance). NaN where a side is empty."""
     lengths, rewards = lengths.float(), rewards.float()
     right, wrong = lengths[rewards > 0.5], lengths[rewards <= 0.5]
     len_right = right.mean().item() if right.numel() else float("nan")
@@ -215,5 +173,6 @@ def length_stats(lengths: torch.Tensor, rewards: torch.Tensor) -> dict[str, floa
     mean = lengths.mean().item()
     std = lengths.std(unbiased=False).item()
     return {"len_mean": mean, "len_std": std, "len_right": len_right, "len_wrong": len_wrong,
-            "wrong_over_right": len_wrong / len_right if right.numel() and len_right > 0 else float("nan"),
+            "wrong_over_right": (len_wrong / len_right if right.numel() and len_right > 0
+                                 else float("nan")),
             "std_over_mean": std / mean if mean > 0 else float("nan")}

@@ -1,27 +1,15 @@
-"""The toy designs of docs/toy-designs.md: named sets of grpo_ba.py flags.
+"""The toy designs of docs/toy-designs.md: each a world, a warm-up, settings and seeds, written
+down before its runs (registrations/), then run on its seeds under all three rules. `--design
+NAME` makes its settings the defaults (a flag typed on the command line still wins):
 
-Each design was written down (knobs, seeds, steps, evaluation schedule, metrics,
-expectation) before its runs, then run on its seeds under all three rules. `--design
-NAME` makes its flags the defaults of grpo_ba.py (a flag typed on the command line still wins):
+    python grpo_ba.py                                   # the demo: design `demo`, one seed
+    python grpo_ba.py --design loop-gap                 # three rules, 300 steps, one seed
+    python -m grpo_ba_lab.analysis.sweep --design loop-gap     # its seeds x three rules, paired
 
-    python grpo_ba.py                                     # the demo: design `demo`, three rules, one seed
-    python grpo_ba.py --design loop-gap                   # three rules, 300 steps, one seed
-    python -m grpo_ba_lab.analysis.sweep --design loop-gap            # the whole design: its seeds x three rules
-    python grpo_ba.py --design plain --regime variance    # none: the flags' own defaults
-
-Version 2 (this file) makes a design's claim a claim about the design, not about one
-warm-up on one CPU:
-
-- every seed draws its own warm-up (`warmup_seed=-1`: the warm-up seed is the run's seed),
-  so a paired interval covers the starting policy as well as the RL noise;
-- the seeds are split over two machine VARIANTS that change the floating-point path
-  (torch's native kernels on 2 threads; its scalar `default` kernels on 1 thread), and a
-  claim holds only if the pooled interval excludes 0 and both variants' means agree in sign;
-- the demo's first seed starts from a warm-up shipped in the repository
-  (toy_tasks/warmups/, checked by hash), so its step 0 is the same on every machine.
-
-Version 1 (one shared warm-up, seeds 0-9, one AMD CPU) is kept in docs/toy-designs.md as
-what it was; its results moved with the CPU and are superseded.
+Version 2 (this file): every seed draws its own warm-up (`warmup_seed=-1`); the seeds are
+split over two machine VARIANTS that change the floating-point path (below); the demo's first
+seed starts from a warm-up shipped in toy_tasks/warmups/ (checked by hash), so its step 0 is
+the same on the CPUs and variants checked (docs/toy-designs.md lists them, and version 1).
 """
 from __future__ import annotations
 
@@ -40,57 +28,94 @@ VARIANTS = {"native-2t": dict(cpu_capability="", threads=2),
 
 # Shared by the 300-step designs: lr, length and the evaluation schedule (all 729
 # held-out prompts at step 0, every 2 steps to 20, every 10 after, and after the last update).
-LONG_RUN = dict(lr=1e-4, steps=300, eval_every=10, eval_dense_until=20, eval_dense_every=2, eval_prompts=729)
-SPREAD_ROOM = dict(regime="gap", slip_style="ramble", gap_size=18, spread_size=8, force_frac=0.3, warmup_steps=1000)
+LONG_RUN = dict(lr=1e-4, steps=300, eval_every=10, eval_dense_until=20, eval_dense_every=2,
+                eval_prompts=729)
+SPREAD_ROOM = dict(regime="gap", slip_style="ramble", gap_size=18, spread_size=8, force_frac=0.3,
+                   warmup_steps=1000)
 OWN_WARMUP = dict(warmup_seed=-1)          # each seed its own warm-up
 
 
 def _seeds(first: int) -> dict:
     """Six seeds from `first`: three per machine variant."""
-    return {"native-2t": (first, first + 1, first + 2), "default-1t": (first + 3, first + 4, first + 5)}
+    return {"native-2t": (first, first + 1, first + 2),
+            "default-1t": (first + 3, first + 4, first + 5)}
 
 
 DESIGNS = {
-    "loop-gap": dict(flags=dict(regime="gap", slip_style="loop", gap_size=18, force_frac=0.3, warmup_steps=600,
-                                **LONG_RUN, **OWN_WARMUP),
+    "loop-gap": dict(flags=dict(regime="gap", slip_style="loop", gap_size=18, force_frac=0.3,
+                                warmup_steps=600, **LONG_RUN, **OWN_WARMUP),
                      seeds=_seeds(30)),
     "spread-room": dict(flags=dict(**SPREAD_ROOM, **LONG_RUN, **OWN_WARMUP), seeds=_seeds(40)),
-    "tilde-gap": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, force_frac=0.3, warmup_steps=600,
-                                 **LONG_RUN, **OWN_WARMUP),
+    "tilde-gap": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, force_frac=0.3,
+                                 warmup_steps=600, **LONG_RUN, **OWN_WARMUP),
                       seeds=_seeds(50)),      # loop-gap's control: the same with `~` rambles
     # 30 steps: the shipped warm-up and three rules fit in 3 minutes on a 2-core CPU.
-    "demo": dict(flags=dict(**SPREAD_ROOM, lr=1e-4, steps=30, eval_every=5, eval_dense_until=10, eval_dense_every=2,
-                            eval_prompts=729, **OWN_WARMUP),
+    "demo": dict(flags=dict(**SPREAD_ROOM, lr=1e-4, steps=30, eval_every=5, eval_dense_until=10,
+                            eval_dense_every=2, eval_prompts=729, **OWN_WARMUP),
                  seeds=_seeds(20),
-                 # seed -> sha256 of warmup_path(design, seed): what `python grpo_ba.py` starts from on any machine,
-                 # made by `python -m toy_tasks.shipped_warmups demo 20` (2-core Intel Xeon, AVX-512, torch 2.13.0+cpu)
+                 # seed -> sha256 of warmup_path(design, seed): what `python grpo_ba.py` starts
+                 # from on any machine, made by `python -m toy_tasks.shipped_warmups demo 20`
+                 # (2-core Intel Xeon, AVX-512, torch 2.13.0+cpu)
                  shipped={20: "f6b247e1a3fd800eea5b4bd2fa25f2b6474dfb04b009d1305e83c599f3b5fda2"},
-                 # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G samples, greedy
-                 # accuracy on all 729 held-out prompts), the same on every machine variant (tests/test_designs.py)
+                 # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
+                 # samples, greedy accuracy on all 729 held-out prompts), the same on every
+                 # machine variant (tests/test_designs.py)
                  step0=dict(accuracy=0.6241426611796982, wrong_over_right=1.5030026936399343,
-                            std_over_mean=0.5008176512866948, len_right=11.3125, len_wrong=17.002717971801758,
-                            reward=0.28125)),
+                            std_over_mean=0.5008176512866948, len_right=11.3125,
+                            len_wrong=17.002717971801758, reward=0.28125)),
 }
 for _d in DESIGNS.values():                # one seed runs by default: the design's first
     _d["flags"]["seed"] = _d["seeds"]["native-2t"][0]
 NO_DESIGN = "plain"          # the flags' own defaults (the toy before the designs)
 AUTO = "auto"                # the demo runs `demo`; everything else runs `plain`
 DEMO = "demo"
-WARMUPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmups")   # shipped warm-ups (README.md)
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(WARMUPS)))                  # holds grpo_ba_lab/
+# The shipped warm-ups (README.md), and the directory that holds grpo_ba_lab/.
+WARMUPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmups")
+REPO = os.path.dirname(os.path.dirname(WARMUPS))
+
+
+# Supervised warm-up steps by regime, for a world whose design does not set them: greedy
+# held-out accuracy 0.5-0.6 at step 0.
+WARMUP_STEPS = {"gap": 600, "variance": 1000}
 
 
 def design_flags(name: str) -> dict:
-    """The flags a design sets ({} for `plain`)."""
-    if name == NO_DESIGN:
+    """The flags a design sets ({} for `plain`, and for `auto` outside a command line)."""
+    if name in (NO_DESIGN, AUTO):
         return {}
     if name not in DESIGNS:
-        raise ValueError(f"unknown design {name!r}; choose from {', '.join((NO_DESIGN, *DESIGNS))}")
+        raise ValueError(f"unknown design {name!r}; "
+                         f"choose from {', '.join((NO_DESIGN, *DESIGNS))}")
     return dict(DESIGNS[name]["flags"])
 
 
+def world(name: str) -> ToyWorld:
+    """The toy world a design trains in (`plain`: ToyWorld's own defaults)."""
+    knobs = {f.name for f in dataclasses.fields(ToyWorld)}
+    return ToyWorld(**{k: v for k, v in design_flags(name).items() if k in knobs})
+
+
+def warmup_steps(name: str) -> int:
+    """The supervised warm-up's length: the design's, or its regime's default."""
+    return design_flags(name).get("warmup_steps") or WARMUP_STEPS[world(name).regime]
+
+
+def warmup_seed(name: str, seed: int) -> int:
+    """The warm-up's seed for RL seed `seed`: each seed its own (version 2's designs), or 0
+    (one shared warm-up, `plain`)."""
+    chosen = design_flags(name).get("warmup_seed", 0)
+    return seed if chosen < 0 else chosen
+
+
+def dense_eval(name: str) -> tuple[int, int]:
+    """(until, every): the design's early evaluations, every `every` steps up to step `until`
+    ((0, 1): none), so that rules which separate early are seen."""
+    flags = design_flags(name)
+    return flags.get("eval_dense_until", 0), flags.get("eval_dense_every", 1)
+
+
 def registered_seeds(name: str) -> list[tuple[int, str]]:
-    """[(seed, variant)] of a design, in the order `python -m grpo_ba_lab.analysis.sweep` runs them."""
+    """[(seed, variant)] of a design, in the order the lab's sweep runs them."""
     return [(seed, variant) for variant, seeds in DESIGNS[name]["seeds"].items() for seed in seeds]
 
 
@@ -108,17 +133,3 @@ def shipped_warmup(name: str, seed: int) -> tuple[str, str] | None:
     """(absolute path, sha256) of the warm-up shipped for (design, seed), or None."""
     sha256 = DESIGNS.get(name, {}).get("shipped", {}).get(seed)
     return (warmup_path(name, seed), sha256) if sha256 else None
-
-
-def knobs_at_fault(name: str, args, build_world) -> str:
-    """When `build_world(args)` refuses a toy setting: the toy-world flags design `name`
-    set, as typed ('--spread-size 8'), if the world builds once they are back at the
-    plain toy's values; '' if the design is not what makes the setting bad."""
-    plain = ToyWorld()
-    changed = {f.name: design_flags(name)[f.name] for f in dataclasses.fields(ToyWorld)
-               if f.name in design_flags(name) and design_flags(name)[f.name] != getattr(plain, f.name)}
-    try:
-        build_world(dataclasses.replace(args, **{k: getattr(plain, k) for k in changed}))
-    except ValueError:
-        return ""
-    return ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in changed.items())

@@ -4,9 +4,9 @@ The demo starts from a warm-up shipped in the repository, so that its step 0 is 
 on every machine (a 1000-step warm-up ends elsewhere on another CPU, or with another
 thread count: docs/toy-designs.md). This is the path that made it, kept so anyone can:
 
-    python -m toy_tasks.shipped_warmups demo 20       # writes toy_tasks/warmups/demo-s20.safetensors
+    python -m toy_tasks.shipped_warmups demo 20    # writes toy_tasks/warmups/demo-s20.safetensors
 
-It prints the file's sha256 and the warm-up's step-0 statistics; register both in
+It prints the file's sha256; register it and the warm-up's step-0 statistics in
 toy_tasks/designs.py (`shipped`, `step0`). On another machine the file comes out different
 (that is the point of shipping it), so a new file means a new registration.
 """
@@ -21,15 +21,14 @@ import torch
 
 def make(name: str, seed: int, out: str = "", log=print) -> tuple[str, str]:
     """Train design `name`'s warm-up for `seed` from scratch; returns (path, sha256)."""
-    from grpo_ba_lab.analysis.toy_consequences import design_args
-    from grpo_ba_lab.plumbing import lm_setup
     from toy_tasks import designs
-    flags = designs.design_flags(name)
-    world = lm_setup.toy_world(design_args(name, seed=seed))
-    torch.set_num_threads(designs.VARIANTS[designs.variant_of(name, seed) or "native-2t"]["threads"])
-    model, _, seconds = lm_setup.warmup_toy_model(world, flags["warmup_steps"], seed, log=log)
+    from toy_tasks.model import save_warmup_file, warmup_toy_model
+    variant = designs.VARIANTS[designs.variant_of(name, seed) or "native-2t"]
+    torch.set_num_threads(variant["threads"])
+    model, _, seconds = warmup_toy_model(designs.world(name), designs.warmup_steps(name), seed,
+                                         log=log)
     path = out or designs.warmup_path(name, seed)
-    sha256 = lm_setup.save_warmup_file(model, path)
+    sha256 = save_warmup_file(model, path)
     log(f"wrote {path} ({seconds:.0f} s of warm-up), sha256 {sha256}")
     return path, sha256
 
@@ -38,12 +37,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("design")
     parser.add_argument("seed", type=int)
-    parser.add_argument("--out", default="", help="where the file goes (default: toy_tasks/warmups/DESIGN-sSEED.safetensors)")
+    parser.add_argument("--out", default="", help="where the file goes (default: "
+                        "toy_tasks/warmups/DESIGN-sSEED.safetensors)")
     args = parser.parse_args(argv)
     path, sha256 = make(args.design, args.seed, args.out)
-    from grpo_ba_lab.analysis import toy_consequences
-    stats = toy_consequences.step0_statistics(args.design, cache_dir="", seed=args.seed, shipped=(path, sha256))
-    print(json.dumps({"file": os.path.basename(path), "sha256": sha256, "step0": stats}, indent=2))
+    print(json.dumps({"file": os.path.basename(path), "sha256": sha256}, indent=2))
+    print("register it in toy_tasks/designs.py with its step-0 statistics "
+          "(grpo_ba_lab.analysis.toy_consequences.step0_statistics measures them)")
     return 0
 
 

@@ -40,7 +40,7 @@ import functools
 import math
 import statistics
 
-from grpo_ba_lab.plumbing import run_io
+from grpo_ba_lab.plumbing import run_dirs
 
 PAIRS = [("balanced", "token"), ("balanced", "sequence"), ("token", "sequence")]
 
@@ -362,8 +362,8 @@ METRICS = [("last_acc", "last held-out acc", last_accuracy),
 def load_seed_runs(runs_dir: str) -> dict:
     """{(regime, rule): {seed: metrics}} from every run under runs_dir."""
     runs = {}
-    for _, args, metrics in run_io.saved_runs(runs_dir):
-        runs.setdefault((run_io.run_label(args), args["aggregator"]), {})[args["seed"]] = metrics   # regime or model
+    for _, args, metrics in run_dirs.saved_runs(runs_dir):
+        runs.setdefault((run_dirs.run_label(args), args["aggregator"]), {})[args["seed"]] = metrics   # regime or model
     return runs
 
 

@@ -20,12 +20,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from grpo_ba_lab.analysis import paired_stats  # noqa: E402
-from grpo_ba_lab.plumbing import run_io  # noqa: E402
+from grpo_ba_lab.plumbing import run_dirs
 
 from grpo_ba import (AGGREGATORS, clipped_token_loss, group_advantages, mask_from_lengths,  # noqa: E402
                      positive_share, token_weights)
 
-COLORS = {"token": "tab:red", "sequence": "tab:blue", "balanced": "tab:green"}
+from grpo_ba_plots import COLORS  # noqa: E402  (the course's colour-blind-safe palette)
 G, K = 8, 4                       # analytic group: G responses, K of them right
 
 
@@ -120,8 +120,8 @@ def analytic_figures(out_dir):
 def load_runs(runs_dir):
     """{(regime, rule): [metrics of each seed]} from every run under runs_dir."""
     runs = {}
-    for _, args, metrics in run_io.saved_runs(runs_dir):    # a torn last line is dropped, with a note
-        runs.setdefault((run_io.run_label(args), args["aggregator"]), []).append(metrics)   # regime or model
+    for _, args, metrics in run_dirs.saved_runs(runs_dir):    # a torn last line is dropped, with a note
+        runs.setdefault((run_dirs.run_label(args), args["aggregator"]), []).append(metrics)   # regime or model
     return runs
 
 

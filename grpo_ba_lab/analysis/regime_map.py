@@ -34,8 +34,9 @@ import time
 from dataclasses import dataclass
 
 from grpo_ba_lab.analysis import paired_stats
-from grpo_ba_args import RULES, UsageError, arg, check_args, parse_command, run_command
-from grpo_ba_lab.plumbing import run_io
+from grpo_ba_lab.lab_args import RULES, UsageError, arg, check_args, parse_command, run_command
+import grpo_ba_run
+from grpo_ba_lab.plumbing import run_dirs
 from toy_tasks import ToyWorld, designs
 
 MAP_WARMUP_STEPS = 1000           # every cell: spread cells need as many as regime variance (grpo_ba.WARMUP_STEPS)
@@ -124,7 +125,7 @@ def cell_summary(runs_by_rule: dict) -> dict:
 def load_cells(runs_dir: str) -> dict:
     """{Cell: {rule: {seed: metrics}}} from every run under runs_dir."""
     cells = {}
-    for _, args, metrics in run_io.saved_runs(runs_dir):
+    for _, args, metrics in run_dirs.saved_runs(runs_dir):
         cell = Cell(args["gap_size"], args.get("spread_size", 0))
         cells.setdefault(cell, {}).setdefault(args["aggregator"], {})[args["seed"]] = metrics
     return cells
@@ -267,7 +268,8 @@ def _warm_up(args):
 
 def _train(args):
     import grpo_ba
-    grpo_ba.train(args)
+    from grpo_ba_lab.train import train
+    train(args)
 
 
 @dataclass
@@ -292,7 +294,7 @@ def run_map(args, options: MapOptions, log=print) -> list[str]:
     threads = args.threads or 1                               # parallel runs: one thread each
     max_new_tokens = max(args.max_new_tokens, longest_response(cells))
     warmup_steps = args.warmup_steps or MAP_WARMUP_STEPS
-    run_io.prepare_output_dir(base)
+    grpo_ba_run.prepare_output_dir(base)
     index_path = os.path.join(base, INDEX_FILE)
     index = {"sessions": []}
     if os.path.exists(index_path):                     # a map run before: keep its wall times
@@ -309,7 +311,7 @@ def run_map(args, options: MapOptions, log=print) -> list[str]:
 
     todo, resumable = [], 0
     for cell, rule, seed, out in run_plan(base, cells, options.seeds, RULES):
-        status = run_io.run_status(out, args.steps, log)   # restores lines a power cut lost
+        status = run_dirs.run_status(out, args.steps, log)   # restores lines a power cut lost
         if status == "finished":
             continue
         has_checkpoint = status == "resume"

@@ -1,15 +1,14 @@
-"""grpo_ba_lab/analysis/sweep.py -- the three rules compared: the demo, and a sweep over seeds.
+"""grpo_ba_lab/analysis/sweep.py -- the three rules compared over seeds, paired.
 
-    python grpo_ba.py                                          # the demo (it calls `demo` below)
     python -m grpo_ba_lab.analysis.sweep                       # 2 regimes x 3 rules x --seeds seeds
     python -m grpo_ba_lab.analysis.sweep --design loop-gap     # a design's seeds x 3 rules, paired
-    python -m grpo_ba_lab.analysis.sweep --seeds 3 --steps 200 # any training flag of grpo_ba.py
+    python -m grpo_ba_lab.analysis.sweep --seeds 3 --steps 200 # any flag of the lab trainer
 
-Both train one run directory per (regime, rule, seed) with grpo_ba.train, from the same
-warmed-up weights, one run after another (the two vCPUs behave like one core), then
-draw the figures and tables of grpo_ba_lab/analysis/report.py (for a toy design also its
-paired report and mechanism figure). A sweep run again skips its finished runs and resumes
-those with a checkpoint.
+Both train one run directory per (regime, rule, seed) with the lab trainer
+(grpo_ba_lab/train.py, grpo_ba.train with the lab's seams), one run after another (the two
+vCPUs behave like one core), then draw the figures and tables of
+grpo_ba_lab/analysis/report.py (for a toy design also its paired report and mechanism
+figure). A sweep run again skips its finished runs and resumes those with a checkpoint.
 """
 from __future__ import annotations
 
@@ -20,11 +19,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-import grpo_ba
+import grpo_ba_run
 from grpo_ba_lab.analysis import report
-from grpo_ba_args import RULES, UsageError, arg, check_args, parse_command, run_command
-from grpo_ba_lab.plumbing import run_io
+from grpo_ba_lab.lab_args import RULES, UsageError, arg, check_args, parse_command, run_command
+from grpo_ba_lab.train import train
+from grpo_ba_lab.plumbing import run_dirs
 from toy_tasks import designs
+
+REPO = os.path.dirname(os.path.abspath(grpo_ba_run.__file__))   # holds grpo_ba_lab/
 
 
 @dataclass
@@ -34,24 +36,6 @@ class SweepOptions:
     variant: str = arg("", "with --design: only the seeds of this machine variant "
                            "(toy_tasks/designs.py; default: all)")
     figures_dir: str = arg("", "where figures and tables go (default: the runs directory)")
-
-
-def run_demo(args, log=print) -> str:
-    """The three rules from the same starting weights and seed (the warmed-up toy, or
-    --model as loaded), one run directory each; returns their parent directory."""
-    label = run_io.run_label(dataclasses.asdict(args))              # the toy's regime, or the model
-    if args.model:
-        base = args.output_dir or os.path.join("runs", label)
-    else:                                # a design's demo is seed 0 of its sweep, in the same place
-        named = args.design in designs.DESIGNS and args.design != designs.DEMO
-        base = args.output_dir or (f"runs/{args.design}" if named else "runs/demo")
-    progress = Progress(len(RULES), log)
-    for rule in RULES:
-        out = os.path.join(base, f"{label}-{rule}-s{args.seed}")
-        progress.next(out)
-        grpo_ba.train(dataclasses.replace(args, aggregator=rule, output_dir=out), log)
-        progress.done()
-    return base
 
 
 class Progress:
@@ -86,26 +70,15 @@ def run_sweep(args, seeds: int = 5, log=print, variant: str = "") -> str:
     for regime, seed in plan:
         for rule in RULES:
             out = os.path.join(base, f"{regime}-{rule}-s{seed}")
-            status = run_io.run_status(out, args.steps, log)       # restores lines a power cut lost
+            status = run_dirs.run_status(out, args.steps, log)   # restores lines a power cut lost
             if status == "finished":
                 progress.next(out, skipped=True)
                 continue
             resume = out if status == "resume" else ""
             progress.next(out)
-            grpo_ba.train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed,
+            train(dataclasses.replace(args, aggregator=rule, regime=regime, seed=seed,
                                               output_dir=out, resume=resume), log)
             progress.done()
-    return base
-
-
-def demo(args, log=print) -> str:
-    """`python grpo_ba.py`: the demo's three runs, their figures, and what to run next."""
-    base = run_demo(args, log)
-    design = report.report(base, log=log, seeds=[args.seed])
-    if design:
-        log(f"One seed ranks nothing: `python -m grpo_ba_lab.analysis.sweep --design {design}` "
-            f"trains its {len(designs.registered_seeds(design))} seeds and compares the rules "
-            f"paired (docs/toy-designs.md).")
     return base
 
 
@@ -120,7 +93,7 @@ def run_design(args, log=print, variant: str = "") -> str:
     must be chosen before torch loads); finished runs are skipped, stopped ones resumed.
     Returns the runs' folder."""
     name, base = args.design, args.output_dir or f"runs/{args.design}"
-    defaults = grpo_ba.parse_args(["--design", name])
+    defaults = parse_command(["--design", name], prog="")[0]
     passed = []                          # flags typed apart from the design's (the report names)
     for field in dataclasses.fields(args):
         value = getattr(args, field.name)
@@ -132,7 +105,7 @@ def run_design(args, log=print, variant: str = "") -> str:
     progress = Progress(len(plan), log)
     for seed, v, rule in plan:
         out = os.path.join(base, f"{args.regime}-{rule}-s{seed}")
-        status = run_io.run_status(out, args.steps, log)
+        status = run_dirs.run_status(out, args.steps, log)
         progress.next(f"design {name}, seed {seed} ({v}), {rule}: {out}",
                       skipped=status == "finished")
         if status == "finished":
@@ -140,7 +113,8 @@ def run_design(args, log=print, variant: str = "") -> str:
         env = {key: value for key, value in os.environ.items() if key != "ATEN_CPU_CAPABILITY"}
         if designs.VARIANTS[v]["cpu_capability"]:
             env["ATEN_CPU_CAPABILITY"] = designs.VARIANTS[v]["cpu_capability"]
-        command = [sys.executable, os.path.abspath(grpo_ba.__file__), "--design", name,
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (REPO, env.get("PYTHONPATH"))))
+        command = [sys.executable, "-m", "grpo_ba_lab.train", "--design", name,
                    "--aggregator", rule, "--seed", str(seed),
                    "--threads", str(designs.VARIANTS[v]["threads"]),
                    "--cache-dir", args.cache_dir, "--output-dir", out, *passed]
@@ -161,10 +135,11 @@ def main(argv=None) -> int:
         args, options = parse_command(argv, SweepOptions, description=__doc__.split("\n\n")[0],
                                       prog="python -m grpo_ba_lab.analysis.sweep")
         if args.resume:
-            raise UsageError("--resume continues one run: python grpo_ba.py --resume DIR")
+            raise UsageError("--resume continues one run: python -m grpo_ba_lab.train --resume DIR")
         if args.aggregator != "all":
             raise UsageError(f"a sweep compares the three rules; --aggregator {args.aggregator} "
-                             f"trains one: python grpo_ba.py --aggregator {args.aggregator} "
+                             f"trains one: python -m grpo_ba_lab.train --aggregator "
+                             f"{args.aggregator} "
                              f"(or drop --aggregator here)")
         if options.seeds < 1:
             raise UsageError("--seeds must be at least 1")

@@ -24,7 +24,8 @@ import os
 
 from grpo_ba_args import RULES
 from grpo_ba_lab.analysis import paired_stats
-from grpo_ba_lab.plumbing import run_io
+import grpo_ba_run
+from grpo_ba_lab.plumbing import run_dirs
 from toy_tasks import designs
 from toy_tasks.designs import DESIGNS
 
@@ -34,8 +35,8 @@ def design_args(name: str, **overrides):
     output directory are overrides)."""
     import dataclasses
 
-    import grpo_ba
-    return dataclasses.replace(grpo_ba.parse_args(["--design", name]), **overrides)
+    from grpo_ba_lab import lab_args
+    return dataclasses.replace(lab_args.parse_args(["--design", name]), **overrides)
 
 
 def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4, eval_prompts: int = 729,
@@ -56,10 +57,11 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
         policy, tokenizer = lm_setup.load_warmup_file(*shipped)
         task = lm_setup.toy_task(args, tokenizer)
     else:
-        policy, tokenizer, task = lm_setup.build(args, grpo_ba.WARMUP_STEPS, log=lambda *a: None)
+        policy, tokenizer, task = lm_setup.build(args, log=lambda *a: None)
     lengths, rewards = [], []
     for b in range(batches):                       # what steps 0..batches-1 of a run sample, before any update
-        step_seed = grpo_ba.seed_step(seed, b)
+        step_seed = (seed * 1_000_003 + b) % (2**63)       # as grpo_ba_run.Run.steps reseeds
+        torch.manual_seed(step_seed)
         batch, batch_rewards, _ = grpo_ba.sample_groups(policy, tokenizer, task, grpo_ba.step_rows(task, step_seed, args),
                                                         random.Random(step_seed), args)
         lengths.append(batch.response_mask.sum(1))
@@ -96,13 +98,13 @@ def tail_accuracy(metrics: list[dict], last: int = 5) -> float:
 def _late_mean(key: str, last: int = 10):
     """Mean of a per-step metric over the last `last` training steps (the mechanism's end)."""
     def late(metrics: list[dict]) -> float:
-        return paired_stats.mean_finite([m.get(key) for m in run_io.step_lines(metrics)[0]][-last:])
+        return paired_stats.mean_finite([m.get(key) for m in run_dirs.step_lines(metrics)[0]][-last:])
     return late
 
 
 def _run_mean(key: str):
     def whole(metrics: list[dict]) -> float:
-        return paired_stats.mean_finite(m.get(key) for m in run_io.step_lines(metrics)[0])
+        return paired_stats.mean_finite(m.get(key) for m in run_dirs.step_lines(metrics)[0])
     return whole
 
 
@@ -166,7 +168,7 @@ def _run_problems(name: str, run_dir: str, args: dict, metrics: list[dict], reco
     differing = settings_problems(name, args) if settings else []
     if differing:
         problems.append("not this design's settings (" + "; ".join(differing) + ")")
-    if not run_io.is_finished(run_dir, metrics, args.get("steps")):
+    if not run_dirs.is_finished(run_dir, metrics, args.get("steps")):
         problems.append(f"unfinished: no evaluation after its last update (step {args.get('steps')})")
     if not settings:
         return problems
@@ -221,10 +223,10 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
                              f"(seeds {sorted(registered)})")
         registered = set(seeds)
     found, problems = {}, []
-    for run_dir, args in run_io.saved_args(runs_dir):
+    for run_dir, args in run_dirs.saved_args(runs_dir):
         key = (args.get("aggregator"), args.get("seed"))
-        metrics = run_io.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
-        record = run_io.read_run_record(run_dir)
+        metrics = grpo_ba_run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+        record = grpo_ba_run.read_run_record(run_dir)
         if key in found:
             problems.append(f"{run_dir}: duplicate of {found[key][0]} (rule {key[0]}, seed {key[1]})")
             continue
@@ -253,10 +255,10 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
 
 def load(runs_dir: str, finished_only: bool = True) -> dict:
     """{rule: {seed: metrics}} of every run under runs_dir (one design); a run still going
-    (run_io.is_finished) is left out unless finished_only is False."""
+    (run_dirs.is_finished) is left out unless finished_only is False."""
     by_rule = {}
-    for run_dir, args, metrics in run_io.saved_runs(runs_dir):
-        if finished_only and not run_io.is_finished(run_dir, metrics, args["steps"]):
+    for run_dir, args, metrics in run_dirs.saved_runs(runs_dir):
+        if finished_only and not run_dirs.is_finished(run_dir, metrics, args["steps"]):
             continue
         by_rule.setdefault(args["aggregator"], {})[args["seed"]] = metrics
     return by_rule
@@ -265,7 +267,7 @@ def load(runs_dir: str, finished_only: bool = True) -> dict:
 def saved_design(runs_dir: str) -> str:
     """The named design the runs under runs_dir were trained with ('' if none); runs of
     several named designs in one folder are a ValueError (no report mixes designs)."""
-    names = sorted({args.get("design") for _, args in run_io.saved_args(runs_dir)} & set(DESIGNS))
+    names = sorted({args.get("design") for _, args in run_dirs.saved_args(runs_dir)} & set(DESIGNS))
     if len(names) > 1:
         raise ValueError(f"{runs_dir} holds runs of several designs ({', '.join(names)}): one folder per design")
     return names[0] if names else ""

@@ -13,7 +13,7 @@ import json
 import math
 import os
 
-from grpo_ba_lab.plumbing import run_io
+import grpo_ba_run
 
 
 def completion_rows(step: int, prompts, completions, rewards, lengths) -> list[dict]:
@@ -44,7 +44,7 @@ def append_completions(path: str, step: int, prompts, completions, rewards, leng
 def lines_before(path: str, step: int) -> list[dict]:
     """The lines of the steps before `step` ([] without a file), read as metrics.jsonl is:
     a torn last line (a kill while appending) is dropped with a note, a bad one is a RunError."""
-    return [row for row in run_io.read_metrics(path) if row["step"] < step] if os.path.exists(path) else []
+    return [row for row in grpo_ba_run.read_metrics(path) if row["step"] < step] if os.path.exists(path) else []
 
 
 def keep_steps_before(path: str, step: int) -> int:
@@ -53,5 +53,5 @@ def keep_steps_before(path: str, step: int) -> int:
     if not os.path.exists(path):
         return 0
     kept = lines_before(path, step)
-    run_io.write_jsonl(path, kept)
+    grpo_ba_run.write_jsonl(path, kept)
     return len(kept)

@@ -24,8 +24,8 @@ import re
 import shlex
 import shutil
 
-from grpo_ba_lab.plumbing import run_io
-from grpo_ba_lab.plumbing.errors import SetupError
+from grpo_ba_lab.plumbing import run_dirs
+from grpo_ba_run import SetupError
 
 MARKER = "exported by grpo_ba"        # in the card's front matter: this directory may be replaced
 
@@ -163,7 +163,7 @@ def run_card(args: dict, metrics: list[dict], command: str = "", base_model: str
     (from the metrics lines), the command, the base model, and the settings that shape
     the update. `args` is the run's args.json (dataclasses.asdict(Args))."""
     evaluated = [m for m in metrics if m.get("accuracy") is not None]
-    steps = len(run_io.step_lines(metrics)[0])   # the final evaluation is no step
+    steps = len(run_dirs.step_lines(metrics)[0])   # the final evaluation is no step
     card = {"rule": args.get("aggregator"), "steps": steps or args.get("steps"),
             "data": args.get("dataset") or "the toy's arithmetic prompts (toy_tasks)",
             "heldout_accuracy": evaluated[-1]["accuracy"] if evaluated else None,

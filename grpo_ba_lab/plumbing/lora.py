@@ -13,15 +13,16 @@ float32 weight at every call, every decoding step) has nothing left to cast.
 
 The reference policy for --beta > 0 is the same model with its adapters switched off
 (`ReferenceWithoutAdapters`): the base weights exactly, with no second copy of them.
-Checkpoints keep the trainable tensors only (`run_io.model_state`), so an adapter
+Checkpoints keep the trainable tensors only (`grpo_ba_run.model_state`), so an adapter
 checkpoint is megabytes, not the model.
 """
 from __future__ import annotations
 
 import torch
 
-from grpo_ba_lab.plumbing import lm_setup, run_io
-from grpo_ba_lab.plumbing.errors import SetupError
+from grpo_ba_lab.plumbing import lm_setup
+import grpo_ba_run
+from grpo_ba_run import SetupError
 
 INSTALL_HINT = "pip install -r requirements-trl.txt (tested: peft==0.21.2)"
 
@@ -47,7 +48,7 @@ def add_adapters(policy, args, device_type: str):
         raise SetupError(f"--lora-target-modules {targets!r}: {str(err).splitlines()[0]}") from None
     # The frozen base in the dtype autocast really computes in on this device (float32 where
     # the device lacks --dtype: train() then computes in float32 too).
-    frozen_dtype = lm_setup.DTYPES[run_io.autocast_dtype(device_type, args.dtype, log=lambda line: None)]
+    frozen_dtype = lm_setup.DTYPES[grpo_ba_run.autocast_dtype(device_type, args.dtype, log=lambda line: None)]
     for parameter in policy.parameters():
         if not parameter.requires_grad:
             parameter.data = parameter.data.to(frozen_dtype)

@@ -36,8 +36,8 @@ import sys
 from dataclasses import dataclass, field
 
 import verifier
-from grpo_ba_lab.plumbing.chat_template import format_prompt
-from grpo_ba_lab.plumbing.errors import SetupError
+from grpo_ba_setup import format_prompt
+from grpo_ba_run import SetupError
 
 KIND_TEXT = {                         # noun phrases: "<file> line 3: <text> (<detail>)"
     "malformed_json": "malformed JSON",

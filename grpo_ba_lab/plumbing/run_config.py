@@ -13,7 +13,7 @@ then a --preset or --design, then the file, then the flags typed.
 `provenance` says what produced a run: library versions, the git commit of this code
 (None outside a checkout, with a flag for uncommitted changes), the device and its
 accelerator. The CPU model, torch's CPU capability, the threads and torch's version are
-run_io.machine_variant's; `write_provenance` records both, once per start, in run.json.
+grpo_ba_run.machine_variant's; `write_provenance` records both, once per start, in run.json.
 
 --config ignores the keys that are not settings (`output_dir`, `resume`, `config`:
 where a run goes is typed, and a run's args.json names its own directory) and the
@@ -31,7 +31,7 @@ import os
 import platform
 import subprocess
 
-from grpo_ba_lab.plumbing.errors import SetupError
+from grpo_ba_run import SetupError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the checkout this code sits in
 PACKAGES = ("grpo-ba", "transformers", "tokenizers", "safetensors", "accelerate", "datasets", "numpy",
@@ -168,7 +168,7 @@ def git_state() -> dict:
 def provenance(device) -> dict:
     """What produced a run besides the machine variant, as one JSON-ready dict: the
     machine variant (CPU model, torch's CPU capability, threads, torch's version) is
-    run_io.machine_variant's, recorded beside it in run.json, never twice. `device`: the
+    grpo_ba_run.machine_variant's, recorded beside it in run.json, never twice. `device`: the
     torch.device (or its name) the run trains on."""
     import torch
     device = torch.device(device)
@@ -194,9 +194,9 @@ def provenance(device) -> dict:
 
 def write_provenance(run_dir: str, device, start_step: int = 0, warmup: dict | None = None) -> str:
     """Record this start (or resume) of a run in RUN_DIR/run.json: the step it starts
-    at, the machine variant, this provenance and the warm-up (run_io.record_start).
+    at, the machine variant, this provenance and the warm-up (grpo_ba_run.record_start).
     Each start gets its own: a resumed run may run other code on another machine.
     Returns run.json's path."""
-    from grpo_ba_lab.plumbing import run_io
-    run_io.record_start(run_dir, start_step, warmup, provenance(device))
+    import grpo_ba_run
+    grpo_ba_run.record_start(run_dir, start_step, warmup, provenance(device))
     return os.path.join(run_dir, "run.json")

@@ -1,0 +1,565 @@
+"""grpo_ba_run.py -- a run on disk and on this machine: what grpo_ba.train() does besides the
+algorithm (the `Run` below), and the files it writes (docs/outputs.md).
+
+Nothing here is the algorithm; it makes a run survive Ctrl-C, a hard kill and a file handed
+over by someone else (docs/robustness.md): metrics appended one synced line per step (a torn
+*last* line is dropped with a note), checkpoints written atomically that hold only what
+`torch.load(weights_only=True)` accepts (loading one never runs code from it) and keep the
+metrics lines since the previous one, and a resume that checks everything (checkpoint, model
+shapes, metrics) before it changes anything in the run directory. Every problem is a
+`RunError`: one line naming the file, exit code 2 in grpo_ba.main.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import pickle
+import random
+import signal
+import sys
+import threading
+import time
+import warnings
+
+import torch
+
+from toy_tasks import designs
+
+
+class RunError(ValueError):
+    """A run directory or checkpoint that cannot be used: one line, exit code 2."""
+
+
+class SetupError(ValueError):
+    """What a run is built from cannot be used (a model, a dataset, a warm-up file, a
+    device): one line, exit code 2."""
+
+
+def _note(message):
+    print(message, file=sys.stderr)
+
+
+# ------------------------------------------------------------------ where a run runs
+
+def pick_device(requested: str) -> torch.device:
+    """'auto' -> cuda, then Apple's mps, then cpu; an explicit choice must be available."""
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if requested == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if requested == "cuda" and not cuda:
+        raise RunError("--device cuda: no CUDA device is available here (try --device auto)")
+    if requested == "mps" and not mps:
+        raise RunError("--device mps: Apple's MPS backend is not available here "
+                       "(try --device auto)")
+    return torch.device(requested)
+
+
+TOY_THREADS = 2   # measured best for the toy on an idle 2-core machine (docs/robustness.md)
+
+
+def pick_threads(requested: int, real_model: bool) -> int:
+    """--threads, or when 0 (auto): the toy's measured best; for --model every core we may use."""
+    if requested > 0:
+        return requested
+    if not real_model:
+        return TOY_THREADS
+    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1))
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo, else platform), e.g. 'AMD EPYC 7B13'."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine()
+
+
+def machine_variant() -> dict:
+    """What sets this process's floating-point path: the CPU, the kernels torch chose
+    (`ATEN_CPU_CAPABILITY` forces them), the threads and torch's version. The toy's long
+    trainings are chaotic in it (docs/toy-designs.md), so every run records it."""
+    return {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
+            "threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+def record_start(run_dir: str, start_step: int, warmup: dict | None,
+                 provenance: dict | None = None):
+    """Append this start (or resume) of a run to run.json: its step, the machine variant, what
+    else produced it (run_config.provenance) and its warm-up (None: a model loaded as it is)."""
+    record = read_run_record(run_dir) if start_step > 0 else {"starts": []}
+    start = {"step": start_step, "machine": machine_variant(), "warmup": warmup}
+    if provenance is not None:
+        start["provenance"] = provenance
+    record["starts"].append(start)
+    write_atomic(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2))
+
+
+def read_run_record(run_dir: str) -> dict:
+    """run.json of a run ({'starts': []} for runs older than the record)."""
+    path = os.path.join(run_dir, "run.json")
+    if not os.path.exists(path):
+        return {"starts": []}
+    with open(path) as f:
+        return json.load(f)
+
+
+def autocast_dtype(device_type: str, dtype: str, log=_note) -> str:
+    """`dtype` ("bfloat16", "float16") if autocast on this device computes in it, else
+    "float32" with a one-line note. torch either raises (bf16 on an old GPU) or warns
+    and disables autocast (a dtype the device lacks)."""
+    if dtype == "float32":
+        return dtype
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            torch.autocast(device_type, dtype=getattr(torch, dtype))
+            supported = not any("not supported" in str(w.message) for w in caught)
+        except (RuntimeError, ValueError):
+            supported = False
+    if not supported:
+        log(f"note: {device_type} autocast does not support {dtype} here; "
+            "computing in float32")
+        return "float32"
+    return dtype
+
+
+# ------------------------------------------------------------------ the run directory
+
+def prepare_output_dir(out: str) -> str:
+    """Create `out` and make sure it can be written, or fail with one clear line."""
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, ".write_test")
+        open(probe, "w").close()
+        os.remove(probe)
+    except OSError as err:
+        raise ValueError(f"cannot write to output directory {out!r}: "
+                         f"{err.strerror}") from None
+    return out
+
+
+def _json_line(metrics: dict) -> str:
+    """One JSON object per line; NaN and inf (not JSON) become null."""
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+             for k, v in metrics.items()}
+    return json.dumps(clean) + "\n"
+
+
+def append_metrics(path: str, metrics: dict) -> str:
+    """One line per step, synced: a power cut loses at most the line being written.
+    Returns the line, for the next checkpoint to keep."""
+    line = _json_line(metrics)
+    with open(path, "a") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+    return line
+
+
+def _sync_directory(path: str):
+    """A rename reaches the disk with its directory's entry: sync that too (POSIX)."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:                  # e.g. Windows: directories cannot be opened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, text: str):
+    """Replace `path` by `text` atomically (temp file, sync, rename): a kill keeps the old file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _sync_directory(path)
+
+
+def write_jsonl(path: str, records: list[dict]):
+    """Rewrite a JSONL file (metrics.jsonl, completions.jsonl) atomically, one line a record."""
+    write_atomic(path, "".join(_json_line(r) for r in records))
+
+
+def read_metrics(path: str, log=_note) -> list[dict]:
+    """The metrics of a run, one dict per line; a torn last line is dropped with a note, a
+    bad line anywhere else is a RunError naming it."""
+    with open(path, "rb") as f:
+        lines = [(number, raw) for number, raw in enumerate(f.read().split(b"\n"), 1)
+                 if raw.strip(b" \t\r\x00")]
+    metrics = []
+    for number, raw in lines:
+        try:
+            record = json.loads(raw.decode())
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                raise ValueError("not a metrics record")
+        except ValueError as err:          # so are JSONDecodeError and UnicodeDecodeError
+            if number == lines[-1][0]:
+                log(f"note: {path}: dropped its torn last line {number} "
+                    "(a run killed while writing it)")
+                break
+            raise RunError(f"{path}: line {number} is not a metrics record "
+                           f"({str(err).splitlines()[0][:80]}); fix or remove that line") from None
+        metrics.append(record)
+    return metrics
+
+
+def read_args(run_dir: str) -> dict:
+    """args.json of a run directory, or a RunError naming the file."""
+    path = os.path.join(run_dir, "args.json")
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except OSError as err:
+        raise RunError(f"cannot resume from {run_dir!r}: {path}: {err.strerror}") from None
+    except ValueError as err:
+        raise RunError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(saved, dict):
+        raise RunError(f"{path}: not the settings of a run (expected one JSON object)")
+    return saved
+
+
+def write_args(run_dir: str, args: dict):
+    write_atomic(os.path.join(run_dir, "args.json"), json.dumps(args, indent=2))
+
+
+# Flags that change where or how fast a run runs, or what it prints, but not what it
+# computes: a resumed run may take new values (another machine, another GPU).
+MACHINE_FLAGS = ("threads", "device", "micro_batch_size", "gradient_checkpointing")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def resumed_args(run_dir: str, given: dict, defaults: dict,
+                 machine_flags=MACHINE_FLAGS) -> dict:
+    """The settings of a resumed run: args.json of `run_dir` (a setting it lacks takes its
+    default), then the flags typed (`given`): --steps extends or shortens the run (checked
+    against the checkpoint later), machine flags may change, any other must equal the saved."""
+    saved = read_args(run_dir)
+    unknown = sorted(set(saved) - set(defaults))
+    if unknown:
+        raise RunError(f"{os.path.join(run_dir, 'args.json')}: unknown setting {unknown[0]!r} "
+                       f"(written by another version of grpo_ba.py?)")
+    merged = {**defaults, **saved, "resume": run_dir, "output_dir": run_dir}
+    for name, value in given.items():
+        flag = _flag(name)
+        if name == "output_dir":
+            if os.path.abspath(value) != os.path.abspath(run_dir):
+                raise RunError(f"{flag} {value}: a resumed run writes into its own directory "
+                               f"{run_dir!r}")
+        elif name in ("steps", *machine_flags):
+            merged[name] = value
+        elif name != "resume" and value != merged[name]:
+            raise RunError(f"{flag} {value} differs from {merged[name]!r} in "
+                           f"{os.path.join(run_dir, 'args.json')}; on resume only --steps and "
+                           f"machine flags can change "
+                           f"({', '.join(_flag(n) for n in machine_flags)})")
+    return merged
+
+
+# ------------------------------------------------------------------ checkpoints
+
+# A checkpoint's required entries; it has "metrics" too since this version.
+CHECKPOINT_KEYS = ("step", "model", "optimizer", "torch_rng", "python_rng")
+
+
+def model_state(policy) -> dict:
+    """What a checkpoint keeps of the model: its state dict, or only the trainable tensors
+    when part of it is frozen (LoRA adapters: megabytes, not the base model's weights)."""
+    state = policy.state_dict()
+    trainable = {name for name, p in policy.named_parameters() if p.requires_grad}
+    if len(trainable) == len(list(policy.parameters())):
+        return state
+    return {name: tensor for name, tensor in state.items() if name in trainable}
+
+
+def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
+    """Model (or adapter) and optimizer state dicts, RNG states, the step and the metrics lines
+    since the previous checkpoint (JSON text, synced before this; should a power cut leave the
+    file behind, they restore it), as plain data and tensors only, written atomically."""
+    state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
+             "torch_rng": torch.get_rng_state(),
+             "python_rng": random.getstate(),                   # (int, tuple of ints, None)
+             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+             "metrics": list(metrics_lines)}
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _sync_directory(path)
+
+
+def _restore_from_checkpoint(metrics: list[dict], state: dict, metrics_path: str,
+                             ckpt_path: str, log) -> list[dict]:
+    """`metrics` with the steps up to the checkpoint's that the file lacks (a torn or lost
+    last line) taken back from the lines the checkpoint kept; one note if any were."""
+    have = {m["step"] for m in metrics}
+    kept = state.get("metrics") or []              # older checkpoints kept none
+    restored = []
+    for line in kept:
+        try:
+            record = json.loads(line)
+        except (TypeError, ValueError):
+            raise RunError(f"{ckpt_path}: its kept metrics line is not JSON") from None
+        # a final evaluation (after the last update) is numbered one step on
+        last = state["step"] + (1 if isinstance(record, dict) and record.get("final_evaluation")
+                                else 0)
+        if (isinstance(record, dict) and record.get("step") not in have
+                and record.get("step", -1) <= last):
+            restored.append(record)
+    if not restored:
+        return metrics
+    steps = [m["step"] for m in restored]
+    log(f"note: {metrics_path} was behind its checkpoint; restored step(s) "
+        f"{steps[:5]}{'...' if len(steps) > 5 else ''} from {os.path.basename(ckpt_path)}")
+    return sorted(metrics + restored, key=lambda m: m["step"])
+
+
+def read_checkpoint(path, device) -> dict:
+    """Load a checkpoint with weights_only=True (no code from the file ever runs) and
+    check that it is one of ours; RunError naming the file otherwise."""
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise RunError(f"no checkpoint to resume from: {path} does not exist") from None
+    except pickle.UnpicklingError as err:
+        if "weights_only" in str(err) or "Weights only" in str(err):
+            raise RunError(f"{path}: refused, it holds objects other than tensors and plain data "
+                           f"(loading it could run code)") from None
+        raise RunError(f"{path}: cannot be read, corrupt or not a checkpoint "
+                       f"({_first_line(err)})") from None
+    except Exception as err:              # truncated zip, empty file, bad magic number, ...
+        raise RunError(f"{path}: cannot be read, corrupt or truncated "
+                       f"({_first_line(err)})") from None
+    if not isinstance(state, dict) or not all(k in state for k in CHECKPOINT_KEYS):
+        raise RunError(f"{path}: not a grpo_ba checkpoint "
+                       f"(expected the entries {', '.join(CHECKPOINT_KEYS)})")
+    if not isinstance(state["step"], int) or state["step"] < 0:
+        raise RunError(f"{path}: not a grpo_ba checkpoint (its step is {state['step']!r})")
+    return state
+
+
+def _first_line(err) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+
+
+def _check_fits(path, state, policy, optimizer):
+    """The checkpoint's tensors have the names and shapes of this policy (whatever its
+    state_dict holds: full weights or LoRA adapters) and of its optimizer's state."""
+    expected = model_state(policy)
+    saved = state["model"]
+    if not isinstance(saved, dict):
+        raise RunError(f"{path}: its 'model' entry is not a state dict")
+    missing, unexpected = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+    if missing or unexpected:
+        name = missing[0] if missing else unexpected[0]
+        raise RunError(f"{path}: does not fit this model: {len(missing)} tensors missing, "
+                       f"{len(unexpected)} unexpected (first: {name}); was it written for "
+                       f"another model or adapter?")
+    for name, tensor in expected.items():
+        if not isinstance(saved[name], torch.Tensor) or saved[name].shape != tensor.shape:
+            shape = (tuple(saved[name].shape) if isinstance(saved[name], torch.Tensor)
+                     else type(saved[name]).__name__)
+            raise RunError(f"{path}: does not fit this model: {name} has shape {shape}, "
+                           f"the model {tuple(tensor.shape)}")
+    opt = state["optimizer"]
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved_ids = ([i for group in opt.get("param_groups", []) for i in group.get("params", [])]
+                 if isinstance(opt, dict) else None)
+    if saved_ids is None or len(saved_ids) != len(params):
+        raise RunError(f"{path}: its optimizer state is for {len(saved_ids or [])} parameters, "
+                       f"this model has {len(params)}")
+    for index, param in zip(saved_ids, params):    # Adam's moments have their parameter's shape
+        for key, value in opt.get("state", {}).get(index, {}).items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
+                raise RunError(f"{path}: its optimizer state '{key}' has shape "
+                               f"{tuple(value.shape)} for a parameter of shape "
+                               f"{tuple(param.shape)}")
+
+
+def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=_note) -> int:
+    """Check the checkpoint read by `read_checkpoint` against this policy, optimizer, metrics
+    and --steps, then load it and drop the metrics lines written after it. Nothing is changed
+    before every check has passed. Returns the first step still to run."""
+    _check_fits(path, state, policy, optimizer)
+    metrics = read_metrics(metrics_path, log)      # a bad middle line stops here, file untouched
+    metrics = _restore_from_checkpoint(metrics, state, metrics_path, path, log)
+    start = state["step"] + 1
+    if steps < start:
+        raise RunError(f"--steps {steps} is not above the last finished step {start - 1} of "
+                       f"{os.path.dirname(path) or '.'} (checkpoint at step {start - 1}); "
+                       f"give --steps {start + 1} or more to extend it")
+    # the final evaluation stays only if no step is left: an extended run evaluates anew
+    kept = [m for m in metrics
+            if m["step"] < start or (m.get("final_evaluation") and m["step"] == start == steps)]
+    lost = sorted(set(range(start)) - {m["step"] for m in kept})
+    if lost:
+        log(f"note: {metrics_path} has no line for step(s) "
+            f"{lost[:5]}{'...' if len(lost) > 5 else ''} before the checkpoint of step "
+            f"{start - 1}; continuing without them")
+    try:
+        policy.load_state_dict(state["model"], strict=False)  # LoRA: adapters only; names checked
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"].cpu())
+        random.setstate(state["python_rng"])
+    except (RuntimeError, ValueError, TypeError) as err:
+        raise RunError(f"{path}: cannot be loaded into this run ({_first_line(err)})") from None
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+    write_jsonl(metrics_path, kept)
+    return start
+
+
+# ------------------------------------------------------------------ the run train() drives
+
+class RunLogger:
+    """What a run reports besides metrics.jsonl and its log lines. train(loggers=...) takes
+    any number; each method is called at its moment (the lab's TensorBoard, completions
+    and Hugging Face export are loggers: grpo_ba_lab/plumbing/training_run.py)."""
+    def begin(self, run, start: int, task): pass                # the run directory is written
+    def rollout(self, step: int, prompts, batch, rewards): pass  # what the policy wrote
+    def log(self, metrics: dict): pass                          # each metrics line, as written
+    def finish(self, run, policy, tokenizer): pass              # after the last step
+    def close(self): pass                                       # however the run ends
+
+
+class Run:
+    """The bookkeeping around grpo_ba.train()'s loop, so that train() reads as the loop.
+    Created, it sets the device and threads, and an unwritable directory or an unreadable
+    checkpoint to resume from fails before anything is trained."""
+
+    def __init__(self, args, log=print, loggers=()):
+        self.device = pick_device(args.device)    # a missing device: before any directory
+        if not args.model:
+            prepare_output_dir(args.output_dir)
+        if self.device.type == "cpu":
+            torch.set_num_threads(pick_threads(args.threads, real_model=bool(args.model)))
+            torch.set_flush_denormal(True)         # Adam's tiny second moments: 10x slower sqrt
+        self.args, self.log, self.loggers, self.out = args, log, list(loggers), args.output_dir
+        self.checkpoint_path = os.path.join(self.out, "checkpoint.pt")
+        self.metrics_path = os.path.join(self.out, "metrics.jsonl")
+        self.saved = read_checkpoint(self.checkpoint_path, self.device) if args.resume else None
+        self.started, self.final, self.interrupted = time.time(), None, False
+        self.since_checkpoint = []                 # metrics lines the next checkpoint keeps
+
+    def begin(self, policy, optimizer, task):
+        """Write the run directory (args.json, an empty metrics.jsonl, run.json), or restore a
+        resumed run's checkpoint. -> args with a dtype this device computes in (args.json keeps
+        the dtype requested)."""
+        args, out = self.args, prepare_output_dir(self.out)
+        self.start = 0
+        if args.resume:
+            self.start = restore_checkpoint(self.saved, self.checkpoint_path, policy, optimizer,
+                                            self.metrics_path, args.steps, self.log)
+            self.saved = None
+            write_args(out, dataclasses.asdict(dataclasses.replace(args, resume="")))
+            self.log(f"resuming {out} at step {self.start} of {args.steps}"
+                     if self.start < args.steps else f"{out} has finished its {args.steps} "
+                     f"steps; extend it with --resume {out} --steps {args.steps + 100}")
+        else:
+            write_args(out, dataclasses.asdict(args))
+            open(self.metrics_path, "w").close()
+        record_start(out, self.start, task.warmup)
+        for logger in self.loggers:
+            logger.begin(self, self.start, task)
+        self.requested_dtype = args.dtype
+        self.args = dataclasses.replace(args, dtype=autocast_dtype(self.device.type, args.dtype,
+                                                                   self.log))
+        return self.args
+
+    def steps(self):
+        """(step, its seed, whether it evaluates first) for the steps still to run. Each step
+        reseeds torch from (seed, step): a resumed run samples what the original would. A step's
+        evaluation (0, every --eval-every, a design's dense steps) comes before its update."""
+        dense_until, dense_every = designs.dense_eval(self.args.design)
+        for step in range(self.start, self.args.steps):
+            self.step, self.step_start = step, time.time()
+            step_seed = (self.args.seed * 1_000_003 + step) % (2**63)
+            torch.manual_seed(step_seed)
+            yield step, step_seed, evaluates(step, self.args.eval_every, dense_until, dense_every)
+
+    def on_rollout(self, prompts, batch, rewards):
+        for logger in self.loggers:
+            logger.rollout(self.step, prompts, batch, rewards)
+
+    def record(self, step, metrics, final, policy, optimizer) -> dict:
+        """Append the step's metrics line (synced before any checkpoint) and, after the last
+        step, the `final` evaluation's; log; checkpoint every --eval-every steps, at the
+        last step (it keeps the final line too) and on Ctrl-C (then stop)."""
+        args, m = self.args, {"step": step, **metrics, "step_time": time.time() - self.step_start}
+        for line in (m, final) if final is not None else (m,):
+            self.since_checkpoint.append(append_metrics(self.metrics_path, line))
+            for logger in self.loggers:
+                logger.log(line)
+        self.final = final or self.final
+        if "accuracy" in m or step == args.steps - 1:
+            acc = f" acc {m['accuracy']:.3f}" if "accuracy" in m else ""
+            self.log(f"[{args.aggregator}] step {step:4d} reward {m['reward_mean']:.2f}{acc} "
+                     f"len right {_fmt(m['len_right'])} wrong {_fmt(m['len_wrong'])} "
+                     f"pos_share {_fmt(m['pos_share'], 2)} ({m['step_time']:.2f} s/step)")
+        last = step == args.steps - 1
+        if self.interrupted or (step + 1) % args.eval_every == 0 or last:
+            save_checkpoint(self.checkpoint_path, policy, optimizer, step, self.since_checkpoint)
+            self.since_checkpoint = []
+        if self.interrupted:
+            self.log(f"interrupted: checkpoint of step {step} saved; "
+                     f"continue with --resume {self.out}")
+            raise KeyboardInterrupt                # stops a demo or a sweep too
+        return m
+
+    @contextlib.contextmanager
+    def ctrl_c_saves(self):
+        """First Ctrl-C: finish the step, save, stop (see `record`); second: stop now.
+        Signals can be caught in the main thread only; elsewhere Ctrl-C is left as it is."""
+        def on_sigint(*_):
+            if self.interrupted:
+                raise KeyboardInterrupt
+            self.interrupted = True
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
+        try:
+            yield
+        finally:
+            for logger in self.loggers:
+                logger.close()
+            if in_main_thread:
+                signal.signal(signal.SIGINT, previous)
+
+    def finish(self, policy, tokenizer) -> str:
+        """The loggers' last word, then the run's summary line; -> RUN_DIR."""
+        if self.start < self.args.steps:
+            for logger in self.loggers:
+                logger.finish(self, policy, tokenizer)
+        accuracy = (f"accuracy {self.final['accuracy']:.3f} after step {self.args.steps}, "
+                    if self.final else "")
+        minutes = (time.time() - self.started) / 60
+        self.log(f"[{self.args.aggregator}] done: {accuracy}{minutes:.1f} min; "
+                 f"args.json, metrics.jsonl, checkpoint.pt in {self.out} (docs/outputs.md)")
+        return self.out
+
+
+def evaluates(step: int, every: int, dense_until: int = 0, dense_every: int = 1) -> bool:
+    return step % every == 0 or (step <= dense_until and step % dense_every == 0)
+
+
+def _fmt(value, digits=1):
+    return "n/a" if value is None else f"{value:.{digits}f}"

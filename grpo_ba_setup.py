@@ -1,0 +1,231 @@
+"""grpo_ba_setup.py -- what grpo_ba.train() trains on: the policy, its tokenizer and the task.
+
+The toy of the run's --design (default; toy_tasks/), or a real model (--model NAME_OR_PATH
+--dataset FILE): any Hugging Face causal LM, prompts through its chat template, rows of
+{"prompt", "answer"} from a .jsonl / .json / .parquet file or a hub dataset, golds checked."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+import verifier
+from grpo_ba_run import SetupError
+from toy_tasks import designs, make_problems
+from toy_tasks.model import load_or_warmup_toy, load_warmup_file
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+CACHE_DIR = os.environ.get("GRPO_BA_CACHE", "~/.cache/grpo_ba")   # warmed-up toy policies
+
+
+@dataclass
+class Task:
+    train: list                   # [{"prompt", "answer"}]
+    heldout: list
+    prompt_text: object           # prompt -> the text the policy continues
+    forced_prefix: object         # (prompt, random.Random) -> forced start ('' = none)
+    data_report: object = None    # what the lab's data checks found (None: the toy)
+    warmup: dict | None = None    # the toy's warm-up: its source, settings and sha256
+    reference: object = None      # pi_ref when --beta > 0 (None: a frozen copy of the start)
+
+
+def build(args, log=print):
+    """(policy, tokenizer, task): the toy of --design (default) or --model with --dataset."""
+    if args.model:
+        if not args.dataset:
+            raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet "
+                             "file)")
+        tokenizer = load_tokenizer(args.model)
+        train, heldout = split_heldout(read_dataset(args.dataset), args.eval_prompts)
+        log(f"dataset {args.dataset}: {len(train)} training rows, {len(heldout)} held out")
+        policy = load_model(args.model)
+        task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "")
+    else:
+        world = designs.world(args.design)
+        seed = designs.warmup_seed(args.design, args.seed)
+        shipped = designs.shipped_warmup(args.design, seed)
+        if shipped:                                  # the same start on every machine
+            path, sha256 = shipped
+            log(f"warm-up: the policy shipped for design {args.design}, seed {seed}")
+            policy, tokenizer = load_warmup_file(path, sha256)
+            warmup = {"source": "shipped", "path": os.path.relpath(path, designs.REPO),
+                      "sha256": sha256, "world": vars(world), "seed": seed,
+                      "steps": designs.warmup_steps(args.design)}
+        else:
+            policy, tokenizer, warmup = load_or_warmup_toy(
+                CACHE_DIR, world, designs.warmup_steps(args.design), seed, log)
+        task = toy_task(world, tokenizer, warmup)
+    if args.gradient_checkpointing:
+        getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()
+    return policy, tokenizer, task
+
+
+def toy_task(world, tokenizer, warmup: dict | None = None) -> Task:
+    """The toy's problems, its prompts (<bos> then the sum) and the world's forced starts."""
+    train, heldout = make_problems()
+    bos = tokenizer.bos_token
+    return Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix,
+                warmup=warmup)
+
+
+# ------------------------------------------------------------------ a real model
+
+def check_model_path(name_or_path: str):
+    """A local directory or something shaped like a hub id ("org/name")."""
+    is_hub_id = name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/", "~"))
+    if not os.path.isdir(os.path.expanduser(name_or_path)) and not is_hub_id:
+        raise SetupError(f"model path {name_or_path!r} does not exist")
+
+
+@contextlib.contextmanager
+def no_progress_bars():
+    """transformers' (and the hub's) progress bars off for one load, then back as they were
+    (a program around this one keeps its own setting)."""
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+    was_on, hub_was_off = (hf_logging.is_progress_bar_enabled(),
+                           hub_utils.are_progress_bars_disabled())
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+        (hub_utils.disable_progress_bars if hub_was_off else hub_utils.enable_progress_bars)()
+
+
+def load_model(name_or_path: str, attn_implementation: str | None = "sdpa"):
+    """Any HF causal LM, from the hub or a local directory, its weights in float32
+    (--dtype is the autocast compute dtype)."""
+    from transformers import AutoModelForCausalLM
+    check_model_path(name_or_path)
+    kwargs = {"dtype": torch.float32}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    try:
+        with no_progress_bars():
+            return AutoModelForCausalLM.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
+    except OSError as err:
+        raise SetupError(f"cannot load model {name_or_path!r}: "
+                         f"{str(err).splitlines()[0]}") from None
+
+
+def load_tokenizer(name_or_path: str):
+    """Its tokenizer, padding on the left (generation continues from the prompt's end)."""
+    from transformers import AutoTokenizer
+    try:
+        with no_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(name_or_path),
+                                                      padding_side="left")
+    except OSError as err:
+        raise SetupError(f"cannot load tokenizer {name_or_path!r}: "
+                         f"{str(err).splitlines()[0]}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def read_dataset(source: str) -> list:
+    """[{"prompt", "answer"}] from a .jsonl / .json / .parquet file or a hub dataset id.
+    A prompt is text or a list of chat messages; an answer is text, a number or a list of
+    acceptable answers. A row the verifier could never reward is refused, naming it (the
+    lab's data checks, grpo_ba_lab/plumbing/real_data.py, say more and can skip rows)."""
+    import datasets
+    datasets.disable_progress_bars()
+    kind = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}.get(
+        os.path.splitext(source)[1].lower())
+    if kind and not os.path.isfile(source):
+        raise SetupError(f"dataset file {source!r} does not exist")
+    try:
+        data = (datasets.load_dataset(kind, data_files=source, split="train") if kind
+                else datasets.load_dataset(source, split="train"))
+    except Exception as err:                             # malformed, offline, unknown id ...
+        raise SetupError(f"cannot read dataset {source!r}: {str(err).splitlines()[0]}") from None
+    rows = []
+    for n, row in enumerate(data, 1):
+        prompt, answer = row.get("prompt"), row.get("answer")
+        golds = answer if isinstance(answer, list) else [answer]
+        if not prompt or not golds or any(
+                g is None or verifier.parse_gold(str(g)) is None for g in golds):
+            raise SetupError(f"{source} row {n}: needs a prompt and a gold answer the verifier "
+                             f"can read (got {json.dumps(row, default=str)[:80]})")
+        rows.append({"prompt": prompt, "answer": [str(g) for g in golds]
+                     if isinstance(answer, list) else str(answer)})
+    if len(rows) < 2:
+        raise SetupError(f"{source}: {len(rows)} row(s); a run needs at least two")
+    return rows
+
+
+def split_heldout(rows: list, heldout: int, seed: int = 0):
+    """(train, heldout): a seeded shuffle, then min(heldout, n // 5 or 1) rows held out."""
+    rows = list(rows)
+    random.Random(seed).shuffle(rows)
+    n_heldout = min(heldout, len(rows) // 5 or 1)
+    return rows[n_heldout:], rows[:n_heldout]
+
+
+# ------------------------------------------------------------------ chat templates and stops
+
+BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+def format_prompt(tokenizer, prompt) -> str:
+    """The text the policy continues: the chat template (asking for \\boxed{}) when the
+    tokenizer has one, else the prompt as it is."""
+    if getattr(tokenizer, "chat_template", None):
+        messages = prompt if isinstance(prompt, list) else [
+            {"role": "user", "content": f"{prompt}\n{BOXED_INSTRUCTION}"}]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if isinstance(prompt, list):
+        return "\n".join(m["content"] for m in prompt)
+    return str(prompt)
+
+
+def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
+    """Every id that ends a response, the tokenizer's EOS first: the model's generation
+    config EOS ids (Qwen3 lists two) and the token the chat template closes a turn with
+    (ChatML's <|im_end|>, Llama 3's <|eot_id|>), so that a base model prompted through a
+    chat template (Qwen2.5-Math-7B, whose EOS is <|endoftext|>) stops at its turn's end."""
+    ids = [tokenizer.eos_token_id]
+    configured = getattr(generation_config, "eos_token_id", None)
+    ids += configured if isinstance(configured, (list, tuple)) else [configured]
+    ids += end_of_turn_ids(tokenizer)
+    return list(dict.fromkeys(i for i in ids if i is not None))
+
+
+# tokenizer -> (its template, end-of-turn ids): the template is not rendered per rollout
+_END_OF_TURN = weakref.WeakKeyDictionary()
+
+
+def end_of_turn_ids(tokenizer) -> list[int]:
+    """[id] of the special token right after an assistant message in the chat template,
+    found by rendering one exchange (once per tokenizer and template); [] without a
+    template or special token there."""
+    template = getattr(tokenizer, "chat_template", None)
+    cached = _END_OF_TURN.get(tokenizer)
+    if cached is None or cached[0] != template:
+        cached = _END_OF_TURN[tokenizer] = (template, _render_end_of_turn_ids(tokenizer))
+    return cached[1]
+
+
+def _render_end_of_turn_ids(tokenizer) -> list[int]:
+    if not getattr(tokenizer, "chat_template", None):
+        return []
+    marker = "END_OF_TURN_PROBE"
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "q"},
+                                              {"role": "assistant", "content": marker}],
+                                             tokenize=False)
+    except Exception:                  # a template that refuses this exchange: no extra stop id
+        return []
+    if marker not in text:
+        return []
+    first = tokenizer.encode(text.split(marker, 1)[1], add_special_tokens=False)[:1]
+    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items()
+                                                if t.special}
+    return [i for i in first if i in special]

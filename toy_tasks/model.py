@@ -1,0 +1,178 @@
+"""toy_tasks/model.py -- the toy's policy: a character-level Hugging Face tokenizer, a tiny
+Qwen3 built from its config (nothing downloaded), and its supervised warm-up on the toy
+corpus, cached on disk by its settings so that every rule and seed starts from the same
+weights, or loaded from a file shipped with a design (toy_tasks/warmups/, checked by hash)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
+
+from grpo_ba_run import SetupError, machine_variant
+from toy_tasks.arithmetic import VOCAB_CHARS, ToyWorld, make_problems, warmup_corpus
+
+
+SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
+
+
+# ------------------------------------------------------------------ the toy model
+
+def char_tokenizer(chars: str = VOCAB_CHARS) -> PreTrainedTokenizerFast:
+    """One token per character, plus <pad> <bos> <eos> <unk>: a real HF fast tokenizer."""
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + list(chars))}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    # padding on the left: generation continues from the prompt's end. Given here, not set
+    # afterwards, it is saved with the tokenizer, so a reloaded one builds the same batches.
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", bos_token="<bos>",
+                                   eos_token="<eos>", unk_token="<unk>", padding_side="left")
+
+
+def tiny_qwen3(tokenizer, hidden: int = 64, layers: int = 2, heads: int = 4, seed: int = 0):
+    """A ~130k-parameter Qwen3 from its config: random weights, nothing downloaded."""
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+        head_dim=hidden // heads, max_position_embeddings=128, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, attn_implementation="sdpa")
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def encode_pairs(tokenizer, pairs, width: int):
+    """Right-padded <bos> prompt response <eos> rows; labels only on the response."""
+    # one tokenizer call per batch: 2.5x faster than per row
+    prompts = tokenizer([p for p, _ in pairs], add_special_tokens=False)["input_ids"]
+    responses = tokenizer([r for _, r in pairs], add_special_tokens=False)["input_ids"]
+    input_rows, label_rows = [], []
+    for p, r in zip(prompts, responses):
+        p = [tokenizer.bos_token_id] + p
+        ids = (p + r + [tokenizer.eos_token_id])[:width]
+        labels = [-100] * width
+        labels[len(p):len(ids)] = ids[len(p):]
+        input_rows.append(ids + [tokenizer.pad_token_id] * (width - len(ids)))
+        label_rows.append(labels)
+    return torch.tensor(input_rows), torch.tensor(label_rows)
+
+
+def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 64,
+                     lr: float = 3e-3, log=print):
+    """Supervised warm-up on the toy corpus: AdamW, linear warm-up then cosine decay."""
+    tokenizer = char_tokenizer()
+    model = tiny_qwen3(tokenizer, seed=seed)
+    train, _ = make_problems()
+    corpus = warmup_corpus(world, train["prompt"], steps * batch_size, seed)
+    width = 1 + 8 + world.longest_response()          # BOS, prompt, response
+    torch.set_flush_denormal(True)    # Adam's tiny, denormal second moments: 10x slower sqrt
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    ramp = max(1, steps // 20)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda s: min(1.0, (s + 1) / ramp) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    model.train()
+    start = time.time()
+    for step in range(steps):
+        input_ids, labels = encode_pairs(
+            tokenizer, corpus[step * batch_size:(step + 1) * batch_size], width)
+        loss = model(input_ids=input_ids,
+                     attention_mask=(input_ids != tokenizer.pad_token_id).long(),
+                     labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % max(1, steps // 5) == 0 or step == steps - 1:
+            spent = time.time() - start
+            left = spent / (step + 1) * (steps - step - 1)
+            log(f"warm-up step {step:5d}/{steps}  loss {loss.item():.3f}  ({spent:.0f}s, "
+                f"about {left:.0f}s left)")
+    model.eval()
+    return model, tokenizer, time.time() - start
+
+
+def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> str:
+    """Where a warm-up with these settings lives; the settings' hash names it."""
+    corpus = {k: v for k, v in vars(world).items() if k != "force_frac"}   # RL-only setting
+    if corpus.get("slip_style") == "ramble":   # the default style keeps its old keys (and caches)
+        del corpus["slip_style"]
+    # the floating-point path is part of the key: a long warm-up trained with other kernels or
+    # threads is another policy (docs/toy-designs.md), and must never be served in its place
+    fp_path = {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+               "threads": torch.get_num_threads()}
+    key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "fp_path": fp_path,
+                      "version": 9}, sort_keys=True)
+    return os.path.join(os.path.expanduser(cache_dir),
+                        "warmup-" + hashlib.sha1(key.encode()).hexdigest()[:12])
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_warmup_file(model, path: str) -> str:
+    """The toy policy's weights as one safetensors file (the tokenizer and config are
+    rebuilt from code); returns the file's sha256."""
+    from safetensors.torch import save_model
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    save_model(model, path, metadata={"format": "pt"})
+    return file_sha256(path)
+
+
+def load_warmup_file(path: str, sha256: str | None = None):
+    """A warm-up file: (policy, tokenizer). With `sha256` (a shipped warm-up) the file is
+    refused unless its hash is the registered one: a changed or truncated file would
+    silently change the demo's start."""
+    from safetensors.torch import load_model as load_weights
+    if not os.path.exists(path):
+        raise SetupError(f"warm-up {path} is missing; re-create a shipped one with "
+                         f"`python -m toy_tasks.shipped_warmups`")
+    found = file_sha256(path) if sha256 else None
+    if found != sha256:
+        raise SetupError(f"shipped warm-up {path} has sha256 {found[:12]}..., registered "
+                         f"{sha256[:12]}...: the file changed; restore it (git checkout)")
+    tokenizer = char_tokenizer()
+    model = tiny_qwen3(tokenizer)
+    load_weights(model, path)
+    return model.eval(), tokenizer
+
+
+def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, log=print):
+    """The warmed-up toy policy and tokenizer, from the cache or freshly trained, and the
+    warm-up's record (its settings, the machine that trained it, its weights' sha256)."""
+    path = warmup_cache_dir(cache_dir, world, steps, seed)
+    weights, record_path = (os.path.join(path, "model.safetensors"),
+                            os.path.join(path, "warmup.json"))
+    if os.path.exists(record_path):
+        log(f"warm-up: loading cached policy from {path}")
+        with open(record_path) as f:
+            record = {"source": "cache", "path": path, **json.load(f)}
+        return (*load_warmup_file(weights), record)
+    log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
+    model, _, seconds = warmup_toy_model(world, steps, seed, log=log)
+    tmp = path + f".tmp{os.getpid()}"
+    sha256 = save_warmup_file(model, os.path.join(tmp, "model.safetensors"))
+    record = {"world": vars(world), "steps": steps, "seed": seed, "seconds": seconds,
+              "machine": machine_variant(), "sha256": sha256}
+    with open(os.path.join(tmp, "warmup.json"), "w") as f:
+        json.dump(record, f)
+    if os.path.exists(path):                  # a concurrent run won the race: keep its copy
+        import shutil
+        shutil.rmtree(tmp)
+    else:
+        os.replace(tmp, path)
+    with open(record_path) as f:
+        record = {"source": "trained", "path": path, **json.load(f)}
+    return (*load_warmup_file(weights), record)
