@@ -552,8 +552,10 @@ class Run:
         accuracy = (f"accuracy {self.final['accuracy']:.3f} after step {self.args.steps}, "
                     if self.final else "")
         minutes = (time.time() - self.started) / 60
-        self.log(f"[{self.args.aggregator}] done: {accuracy}{minutes:.1f} min; "
-                 f"args.json, metrics.jsonl, checkpoint.pt in {self.out} (docs/outputs.md)")
+        outputs = [name + ("/" if os.path.isdir(os.path.join(self.out, name)) else "")
+                   for name in sorted(os.listdir(self.out)) if not name.startswith(".")]
+        self.log(f"[{self.args.aggregator}] done: {accuracy}{minutes:.1f} min; in {self.out}: "
+                 f"{', '.join(outputs)} (docs/outputs.md)")
         return self.out
 
 

@@ -40,6 +40,7 @@ def build(args, log=print):
         if not args.dataset:
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet "
                              "file)")
+        check_model_path(args.model)
         tokenizer = load_tokenizer(args.model)
         train, heldout = split_heldout(read_dataset(args.dataset), args.eval_prompts)
         log(f"dataset {args.dataset}: {len(train)} training rows, {len(heldout)} held out")

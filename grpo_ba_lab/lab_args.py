@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import grpo_ba_args
 import grpo_ba_run
+import grpo_ba_setup
 from grpo_ba_args import RULES, UsageError, arg, run_command  # noqa: F401
 from grpo_ba_lab.plumbing import report_to, rollout_engines, run_config
 from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, ToyWorld, designs
@@ -22,6 +23,8 @@ from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, ToyWorld, designs
 
 @dataclass
 class LabArgs(grpo_ba_args.Args):
+    preset: str = arg("", "one-GPU settings as defaults (grpo_ba_lab.lab_args.PRESETS)",
+                      section="a real model (docs/real-models-gpu.md)")
     # ---- the toy world (a --design sets them; --design plain leaves the defaults)
     regime: str = arg("gap", "gap: right and wrong answers differ in length; variance: lengths "
                              "spread, no gap", section="the toy world (toy_tasks/)")
@@ -35,7 +38,8 @@ class LabArgs(grpo_ba_args.Args):
                                "variance)")
     warmup_seed: int = arg(0, "seed of the warm-up; -1: the run's --seed (each seed its own)")
     warmup_from_scratch: bool = arg(False, "train the warm-up even where a design ships one")
-    cache_dir: str = arg("~/.cache/grpo_ba", "warmed-up toy policies and converted .gguf models")
+    cache_dir: str = arg(grpo_ba_setup.CACHE_DIR, "warmed-up toy policies and converted .gguf models "
+                                                  "($GRPO_BA_CACHE)")
     # ---- evaluation and reporting
     eval_dataset: tuple = arg((), "benchmarks instead of held-out prompts (hub ids or files); "
                                   "each logs accuracy_<name>, accuracy is their mean",

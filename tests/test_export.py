@@ -12,6 +12,7 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import grpo_ba
+from grpo_ba_lab import train as lab_train
 from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import export, lm_setup, lora
 from grpo_ba_run import SetupError
@@ -124,7 +125,7 @@ def test_the_cards_command_reproduces_the_run_from_its_model_directory_after_a_c
     data.write_text("\n".join(json.dumps({"prompt": f"{i}+1", "answer": str(i + 1)})
                               for i in range(8)))
     trained = tmp_path / "runs" / "first"
-    assert grpo_ba.main(["--model", tiny_model_dir, "--dataset", str(data),
+    assert lab_train.main(["--model", tiny_model_dir, "--dataset", str(data),
                          "--aggregator", "sequence",
                          "--group-size", "2", "--prompts-per-step", "2", "--max-new-tokens", "4",
                          "--threads", "1", "--steps", "1", "--lr", "3e-3", "--eval-prompts", "2",
@@ -134,9 +135,9 @@ def test_the_cards_command_reproduces_the_run_from_its_model_directory_after_a_c
     shutil.rmtree(trained)
     words = card_command(copied / "model")
     assert str(trained) not in " ".join(words)                # no path of the training machine
-    assert words[:3] == ["python", "-m", "grpo_ba"]            # no path to a clone either
+    assert words[:3] == ["python", "-m", "grpo_ba_lab.train"]  # no path to a clone either
     monkeypatch.chdir(copied / "model")                        # where the card says to run it
-    again = grpo_ba.parse_args(words[3:] + ["--output-dir", "again"])
+    again = lab_args.parse_args(words[3:] + ["--output-dir", "again"])
     saved = json.load(open(copied / "args.json"))
     assert json.loads(json.dumps(dataclasses.asdict(again))) == {**saved, "output_dir": "again"}
     assert again.aggregator == "sequence" and again.lr == 3e-3  # the run's, not the defaults

@@ -78,7 +78,7 @@ def test_installing_into_a_new_venv_adds_only_grpo_ba_names_and_works_outside_th
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["True", "True", "1.0", "[]"], result.stdout
-    for command, expected in ((["-m", "grpo_ba", "--help"], "python grpo_ba.py"),
+    for command, expected in ((["-m", "grpo_ba", "--help"], "usage: grpo_ba.py"),
                               (["-m", "grpo_ba_lab.analysis.diagnose", "--help"], "--adv-scale"),
                               (["-m", "verifier", "Answer: 7/2", "3.5"], "1\n"),
                               (["-m", "toy_tasks", "--problems", "1"], "design demo")):

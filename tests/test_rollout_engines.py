@@ -12,6 +12,8 @@ The compiled CUDA-graph path runs in tests/test_gpu.py; here the static engine r
 and once compiled without CUDA graphs.
     python -m pytest -q tests/test_rollout_engines.py
 """
+import functools
+
 import pytest
 import torch
 
@@ -188,9 +190,10 @@ def test_rollout_with_the_flag_gives_generates_batch(toy, engine):
     """grpo_ba.rollout with --rollout-engine: the same sequences, masks and completions."""
     policy, tokenizer = toy
     prompts = [p.removeprefix("<bos>") for p in PROMPTS]
-    batches = [grpo_ba.rollout(policy, tokenizer, prompts, ["<bos>"] * len(prompts),
-                               lab_args.parse_args(["--rollout-engine", name, "--max-new-tokens", "24"]), temperature=0)
-               for name in ("generate", engine)]
+    args = lab_args.parse_args(["--max-new-tokens", "24"])
+    samplers = (grpo_ba.generate, functools.partial(rollout_engines.sample, engine=engine))   # as the lab passes it
+    batches = [grpo_ba.rollout(policy, tokenizer, prompts, ["<bos>"] * len(prompts), args, temperature=0, sample=sample)
+               for sample in samplers]
     reference, batch = batches
     assert torch.equal(batch.sequences, reference.sequences) and torch.equal(batch.attention, reference.attention)
     assert torch.equal(batch.response_mask, reference.response_mask) and batch.completions == reference.completions

@@ -76,6 +76,7 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, cache_dir):
 def test_sigint_saves_a_checkpoint_and_leaves_valid_jsonl(tmp_path, cache_dir):
     out = tmp_path / "interrupted"
     code = (f"import os, signal, sys; sys.path.insert(0, {REPO!r}); import grpo_ba\n"
+            f"from grpo_ba_lab import train as lab_train\n"
             f"orig = grpo_ba.step_diagnostics\n"
             f"def hook(*a, **k):\n    os.kill(os.getpid(), signal.SIGINT)\n    return orig(*a, **k)\n"
             f"grpo_ba.step_diagnostics = hook\n"
@@ -160,8 +161,8 @@ def test_bad_input_gives_one_line_error_and_exit_code_2(argv, message, tmp_path,
     data = tmp_path / "data.jsonl"
     data.write_text('{"prompt": "1+1", "answer": "2"}\n{"prompt": "2+2", "answer": "4"}\n{"prompt": "3+3", "answer": "6"}\n')
     argv = [a.replace("{tiny}", tiny_model_dir).replace("{data}", str(data)) for a in argv]
-    result = subprocess.run([sys.executable, os.path.join(REPO, "grpo_ba.py"), *argv], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path)
+    result = subprocess.run([sys.executable, "-m", "grpo_ba_lab.train", *argv], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": REPO})
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("python -m grpo_ba_lab.train: error:") and message in lines[0], result.stderr
@@ -208,15 +209,13 @@ TINY_FLAGS = ["--steps", "1", "--group-size", "4", "--prompts-per-step", "2", "-
 def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_path, cache_dir, capsys):
     # the demo's own toy and warm-up length: it starts from the shipped warm-up, nothing is trained first
     assert main(TINY_FLAGS + ["--warmup-steps", "1000", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
-    saved = json.loads((tmp_path / "gap-balanced-s20" / "args.json").read_text())
+    saved = json.loads((tmp_path / "balanced" / "args.json").read_text())
     assert (saved["design"], saved["eval_every"], designs.dense_eval(saved["design"])) == ("demo", 5, (10, 2))
-    assert (tmp_path / "consequences.md").exists() and (tmp_path / "mechanism.png").exists()
-    assert "`python -m grpo_ba_lab.analysis.sweep --design demo` trains its 6 seeds" in capsys.readouterr().out
-    for rule in ("token", "sequence", "balanced"):
-        assert read_metrics(tmp_path / f"gap-{rule}-s20")[0]["accuracy"] is not None
-    firsts = {rule: read_metrics(tmp_path / f"gap-{rule}-s20")[0] for rule in ("token", "sequence", "balanced")}
+    assert (tmp_path / "mechanism.png").exists() and (tmp_path / "bias_curves.png").exists()
+    assert "python -m grpo_ba_lab.analysis.sweep --design demo" in capsys.readouterr().out
+    firsts = {rule: read_metrics(tmp_path / rule)[0] for rule in ("token", "sequence", "balanced")}
+    assert all(m["accuracy"] is not None for m in firsts.values())
     assert len({m["accuracy"] for m in firsts.values()}) == 1 and len({m["reward_mean"] for m in firsts.values()}) == 1
-    assert (tmp_path / "training_gap.png").exists() and (tmp_path / "table.md").exists()
 
 
 def test_sweep_covers_both_regimes_and_skips_finished_runs(tmp_path, cache_dir):

@@ -84,7 +84,7 @@ def run_sweep(args, seeds: int = 5, log=print, variant: str = "") -> str:
 
 # Flags a design's run may set apart from the design's: where and how fast it ran, not what it is.
 NOT_DESIGN = {"aggregator", "seed", "output_dir", "cache_dir", "threads", "resume", "device",
-              "log_every", "save_every", "warmup_from_scratch", "design"}
+              "warmup_from_scratch", "design"}
 
 
 def run_design(args, log=print, variant: str = "") -> str:

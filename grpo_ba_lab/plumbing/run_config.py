@@ -17,7 +17,7 @@ grpo_ba_run.machine_variant's; `write_provenance` records both, once per start, 
 
 --config ignores the keys that are not settings (`output_dir`, `resume`, `config`:
 where a run goes is typed, and a run's args.json names its own directory) and the
-study flags an older args.json may hold (grpo_ba_args.MOVED): `read_config(...,
+settings that are not fields (grpo_ba_args.NOT_SETTINGS): `read_config(...,
 ignore=...)`.
 """
 from __future__ import annotations

@@ -84,7 +84,7 @@ def saved_runs(runs_dir: str):
 def run_label(args: dict) -> str:
     """What a run is about, for its directory, figure and table row: the toy's regime,
     or the model's name ("Qwen3-1.7B", "SmolLM2-135M-Instruct.Q4_1" for a .gguf file)."""
-    if not args.get("model"):
-        return args["regime"]
+    if not args.get("model"):                      # the lab's toy knobs, or the course's design
+        return args.get("regime") or args.get("design", "toy")
     name = os.path.basename(os.path.normpath(os.path.expanduser(args["model"])))
     return name[:-len(".gguf")] if name.lower().endswith(".gguf") else name

@@ -63,8 +63,8 @@ class Export(RunLogger):
         tokenizer and a model card saying what trained it (grpo_ba_lab/plumbing/export.py)."""
         saved = dataclasses.asdict(dataclasses.replace(run.args, dtype=run.requested_dtype))
         metrics = grpo_ba_run.read_metrics(run.metrics_path, run.log)
-        card = export.run_card(saved, metrics, command=f"python -m grpo_ba_lab.train --config "
-                                                       f"{run.out}/args.json")
+        args_json = os.path.join(os.path.abspath(run.out), "args.json")   # shown relative to model/
+        card = export.run_card(saved, metrics, command=f"python -m grpo_ba_lab.train --config {args_json}")
         export.save_policy(policy, tokenizer, os.path.join(run.out, "model"), card)
 
 
