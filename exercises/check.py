@@ -5,7 +5,7 @@
     python -m exercises.check --solution              # the same claims against grpo_ba (all pass)
     python -m exercises.check --module my_answers     # any importable module with the five functions
 
-The claims are the tests of tests/test_math_core.py tagged `@checks(function)`; this
+The claims are the tests of tests/course/test_math_core.py tagged `@checks(function)`; this
 script runs them with pytest, with GRPO_BA_MATH_CORE naming the module under test, and
 prints per function "passed" or the claims that failed and why. Exit code 0 when every
 checked function passes, 1 while any fails, 2 for bad usage.
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     except Exception as err:                    # a student's syntax error is a failure, not a crash
         print(f"cannot import {module}: {type(err).__name__}: {err}")
         return 1
-    print(f"checking {module} against the claims of tests/test_math_core.py")
+    print(f"checking {module} against the claims of tests/course/test_math_core.py")
     try:
         results = run_claims(module, args.functions or FUNCTIONS)
     except RuntimeError as err:

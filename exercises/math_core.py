@@ -6,7 +6,7 @@ repository root,
     python -m exercises.check                     # every function
     python -m exercises.check group_advantages    # only this one
 
-The checker runs the project's own claims (tests/test_math_core.py) against this
+The checker runs the project's own claims (tests/course/test_math_core.py) against this
 file and prints, per function, passed or what failed. The math is in
 docs/method.md; read the section named in each docstring first. Work in this order:
 group_advantages, aggregate_sequence, aggregate_token, aggregate_balanced,

@@ -38,8 +38,8 @@ class LabArgs(grpo_ba_args.Args):
                                "variance)")
     warmup_seed: int = arg(0, "seed of the warm-up; -1: the run's --seed (each seed its own)")
     warmup_from_scratch: bool = arg(False, "train the warm-up even where a design ships one")
-    cache_dir: str = arg(grpo_ba_setup.CACHE_DIR, "warmed-up toy policies and converted .gguf models "
-                                                  "($GRPO_BA_CACHE)")
+    cache_dir: str = arg(grpo_ba_setup.CACHE_DIR, "warmed-up toy policies and converted .gguf "
+                                                  "models ($GRPO_BA_CACHE)")
     # ---- evaluation and reporting
     eval_dataset: tuple = arg((), "benchmarks instead of held-out prompts (hub ids or files); "
                                   "each logs accuracy_<name>, accuracy is their mean",

@@ -82,7 +82,7 @@ forced_kernels = pytest.mark.skipif(
 
 
 # ------------------------------------------------------------------ the browser tests
-# tests/test_explore_page.py skips without Chromium; one line says so, even under -q.
+# tests/course/test_explore_page.py skips without Chromium; one line says so, even under -q.
 def pytest_terminal_summary(terminalreporter):
     skipped = [report for report in terminalreporter.stats.get("skipped", [])
                if "test_explore_page.py" in report.nodeid]

@@ -59,7 +59,7 @@ DESIGNS = {
                  shipped={20: "f6b247e1a3fd800eea5b4bd2fa25f2b6474dfb04b009d1305e83c599f3b5fda2"},
                  # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
                  # samples, greedy accuracy on all 729 held-out prompts), the same on every
-                 # machine variant (tests/test_designs.py)
+                 # machine variant (tests/lab/test_designs.py)
                  step0=dict(accuracy=0.6241426611796982, wrong_over_right=1.5030026936399343,
                             std_over_mean=0.5008176512866948, len_right=11.3125,
                             len_wrong=17.002717971801758, reward=0.28125)),

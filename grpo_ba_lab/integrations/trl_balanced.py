@@ -15,7 +15,7 @@ weighting can be moved into the advantages. With `loss_type="dapo"` TRL computes
 c_i = dJ_BA/dl_it is Balanced Aggregation's coefficient of response i computed by
 grpo_ba.aggregation_coefficients over whole groups, makes TRL's loss equal
 J_BA = sum_it c_i * l_it(A_i) exactly, term by term, at any ratio (test:
-tests/test_trl_balanced.py). TRL's advantages (its reward scaling, its std) are
+tests/lab/test_trl_balanced.py). TRL's advantages (its reward scaling, its std) are
 kept; BA's coefficients do not depend on how a group's advantages are scaled.
 
 The bias in TRL's logs. Every generation batch logs, into TRL's own metrics (console,
@@ -36,7 +36,7 @@ generation batch out process after process, groups contiguous, and a group may s
 two processes. Lengths and advantages are gathered, the coefficients computed over
 the global batch, and each process keeps its slice; N is already global in TRL. The
 DDP average over processes then gives exactly grad J_BA of the global batch (test:
-tests/test_trl_multiprocess.py, 2 processes on CPU with gloo).
+tests/lab/test_trl_multiprocess.py, 2 processes on CPU with gloo).
 
 Gradient accumulation (GA) and steps_per_generation (spg). TRL generates one
 generation batch of per_device_train_batch_size x spg rows per process, shuffles
@@ -58,7 +58,7 @@ dapo divides each slice by N * GA / spg, so
   coefficients; the step's gradient is the mean of their grad J_BA (same formula).
 - num_iterations (mu) > 1 reuses the same advantages; the coefficients depend only
   on lengths and advantages, so they stay right as the ratio moves.
-Both GA settings are tested in tests/test_trl_balanced.py.
+Both GA settings are tested in tests/lab/test_trl_balanced.py.
 
 Your run's rollouts for `python -m grpo_ba_lab.analysis.diagnose`: wrap the reward function,
 `reward_funcs=dump_rollouts(my_reward, "rollouts.jsonl", num_generations=8)`; it

@@ -30,7 +30,7 @@ min, max and the `advantages < 0` test, keeps its choice). So, with one mini-bat
 per batch (N_mb = N, R_mb = R), verl's loss is sum_it c_i * l_it(A_i) = J_BA exactly,
 term by term, at any ratio; verl's micro-batches (fixed or dynamic size) and data
 parallelism (`dp_size` times the local sum over the global token count, then the DDP
-mean) only split that sum. Tests: tests/test_verl_balanced.py, through verl's own
+mean) only split that sum. Tests: tests/lab/test_verl_balanced.py, through verl's own
 functions.
 
 Config keys (checked on every call against the trainer config verl passes in;

@@ -64,7 +64,8 @@ class Export(RunLogger):
         saved = dataclasses.asdict(dataclasses.replace(run.args, dtype=run.requested_dtype))
         metrics = grpo_ba_run.read_metrics(run.metrics_path, run.log)
         args_json = os.path.join(os.path.abspath(run.out), "args.json")   # shown relative to model/
-        card = export.run_card(saved, metrics, command=f"python -m grpo_ba_lab.train --config {args_json}")
+        command = f"python -m grpo_ba_lab.train --config {args_json}"
+        card = export.run_card(saved, metrics, command=command)
         export.save_policy(policy, tokenizer, os.path.join(run.out, "model"), card)
 
 

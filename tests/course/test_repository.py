@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Built from pieces so that this file does not match its own pattern.
 OUTSIDE_PATH = re.compile(r"(?<![\w.-])(?:\.\./)*" + "shar" + r"ed/")
 BARE_METHOD_CITATION = re.compile(r"(?<![\w/.])meth" + "od §")
@@ -253,6 +253,7 @@ def test_grpo_ba_py_is_laid_out_in_the_papers_order():
     assert [int(n) for n, _ in titles] == list(range(1, 9))
 
 
+@pytest.mark.slow
 def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_were():
     code = ("import importlib\n"
             "from transformers.utils import logging\n"

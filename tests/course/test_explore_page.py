@@ -9,7 +9,7 @@ never by calling the page's functions; numbers are read from the data-value attr
 page displays, and the displayed text must be that number rounded.
 
 The README's screenshot, assets/explore.png (the coupling preset at 1280x800), is written by:
-    EXPLORE_SCREENSHOT=assets/explore.png python -m pytest -q tests/test_explore_page.py -k screenshot
+    EXPLORE_SCREENSHOT=assets/explore.png python -m pytest -q tests/course/test_explore_page.py -k screenshot
 """
 import importlib.util
 import io
@@ -26,7 +26,7 @@ import torch
 from grpo_ba import (aggregation_coefficients, group_advantages, mask_from_lengths, positive_share,
                      token_weights)
 
-PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "explore.html"
+PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "explore.html"
 RULES = ("token", "sequence", "balanced")
 TOLERANCE = 1e-6                       # page (float64) against grpo_ba (float32)
 QUARTERS = (0.0, 0.25, 0.5, 0.75, 1.0)  # the page's graded rewards

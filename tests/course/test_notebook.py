@@ -6,7 +6,7 @@ import time
 import nbformat
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "balanced_aggregation_lab.ipynb")
 
 

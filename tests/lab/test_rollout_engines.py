@@ -8,9 +8,9 @@ exercised, in seconds, without the toy's warm-up) and prompts of different lengt
 - temperature: the update's log-probs (grpo_ba.token_logprobs) equal the sampler's own,
   so the first inner update sees ratio 1 whichever engine sampled;
 - the sampler's cast weights are exact (autocast makes the same casts) and follow the policy.
-The compiled CUDA-graph path runs in tests/test_gpu.py; here the static engine runs eagerly,
+The compiled CUDA-graph path runs in tests/lab/test_gpu.py; here the static engine runs eagerly,
 and once compiled without CUDA graphs.
-    python -m pytest -q tests/test_rollout_engines.py
+    python -m pytest -q tests/lab/test_rollout_engines.py
 """
 import functools
 

@@ -17,7 +17,7 @@ from grpo_ba_lab.train import main
 from grpo_ba_lab.lab_args import parse_command
 from toy_tasks import designs
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_the_demo_runs_design_demo_and_typed_flags_win():
@@ -222,7 +222,7 @@ def test_the_report_refuses_a_missing_extra_duplicated_foreign_or_unfinished_run
 
 def test_three_seeds_per_variant_cannot_make_a_claim_hold_whatever_the_pooled_interval(tmp_path):
     """The version-2 rule (pooled interval and the variants' means agreeing in sign) could never
-    refuse at 3 + 3 seeds (tests/test_paired_stats.py); the current rule asks each variant's own
+    refuse at 3 + 3 seeds (tests/lab/test_paired_stats.py); the current rule asks each variant's own
     interval over >= 6 seeds, so a consistent difference on 3 + 3 seeds is not detected."""
     from grpo_ba_lab.analysis import toy_consequences as tc
     _all_runs(tmp_path)

@@ -10,7 +10,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOCK = "requirements-lock.txt"
 REQUIREMENT_FILES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "requirements*.txt"))
                            if os.path.basename(p) != LOCK)

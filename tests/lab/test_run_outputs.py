@@ -21,7 +21,7 @@ from grpo_ba_lab.plumbing import lm_setup, report_to
 import grpo_ba_run
 from grpo_ba_lab.plumbing.training_run import Export
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def exported_policies(monkeypatch):

@@ -30,7 +30,7 @@ import grpo_ba_lab.integrations.verl_balanced as vb  # noqa: E402
 from grpo_ba_lab.analysis.diagnose import bias_metrics  # noqa: E402
 from grpo_ba import AGGREGATORS, aggregate_balanced, aggregate_token, clipped_token_loss, sign_weights, token_weights  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 G = 4
 EPS_LOW, EPS_HIGH = 0.2, 0.28
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FOLDER = "registrations"
 VERSION_2_COMMIT = "713152f524902a43cc897e0e204fbdb64a3620b1"   # registered in docs/toy-designs.md
 BEGIN, END = "<!-- registered text: begin -->\n", "<!-- registered text: end -->\n"

@@ -1,6 +1,6 @@
 """The GPU path, end to end through grpo_ba.main: skipped on a machine without CUDA.
 
-    python -m pytest -q tests/test_gpu.py          # on a GPU machine (scripts/gpu_check.sh times a 1.7B step)
+    python -m pytest -q tests/lab/test_gpu.py          # on a GPU machine (scripts/gpu_check.sh times a 1.7B step)
 """
 import json
 

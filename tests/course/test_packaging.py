@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOT_INSTALLED = {"exercises"}            # a student's working copy, checked from the clone
 INSTALLED_NAMES = {"grpo_ba", "grpo_ba_args", "grpo_ba_plots", "grpo_ba_run", "grpo_ba_setup", "verifier",
                    "verifier_grammar", "toy_tasks", "grpo_ba_lab"}

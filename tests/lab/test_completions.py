@@ -11,7 +11,7 @@ import torch
 from grpo_ba_lab.analysis import diagnose
 from grpo_ba_lab.plumbing import completions
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Three steps of P = 2 prompts x G = 4: wrong answers long at step 0, the gap closing later.
 STEPS = {
     0: (["1+2=", "7+5="], [1, 0, 1, 0, 1, 0, 0, 0], [4, 20, 5, 23, 6, 15, 21, 8]),

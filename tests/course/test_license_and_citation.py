@@ -7,7 +7,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PAPER = "Balanced Aggregation: Understanding and Fixing Aggregation Bias in GRPO"
 
 

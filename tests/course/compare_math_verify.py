@@ -1,6 +1,6 @@
 """How often does Hugging Face's math-verify agree with verifier.py on the case table?
 
-    python tests/compare_math_verify.py            # agreement, by kind, and every difference
+    python tests/course/compare_math_verify.py            # agreement, by kind, and every difference
 
 math-verify (requirements-dev.txt) parses with its own LaTeX grammar and sympy, under
 signal-based timeouts. It is the reference most GRPO code uses; this script only measures
@@ -15,7 +15,7 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from verifier import verify  # noqa: E402
 from verifier_cases import CASES  # noqa: E402

@@ -10,7 +10,7 @@ from grpo_ba_lab.analysis import plots
 
 from conftest import forced_kernels
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_token_share_follows_the_length_ratio_and_the_others_stay_at_one_half():

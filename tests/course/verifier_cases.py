@@ -1,8 +1,8 @@
 """The verifier's case table: (kind, completion, gold, expected score).
 
 Answers written as MATH-500, AIME, OlympiadBench and Minerva-MATH write them, each kind with
-right answers in other forms and close-but-wrong ones. Used by tests/test_verifier.py and by
-tests/compare_math_verify.py (agreement with Hugging Face's math-verify).
+right answers in other forms and close-but-wrong ones. Used by tests/course/test_verifier.py and by
+tests/course/compare_math_verify.py (agreement with Hugging Face's math-verify).
 """
 
 B = "\\boxed{{{}}}".format      # B("x") -> "\boxed{x}"

@@ -12,7 +12,7 @@ import yaml
 import grpo_ba
 from grpo_ba_lab import lab_args
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODE = re.compile(r"`([^`]+)`")
 
 

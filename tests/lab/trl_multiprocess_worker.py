@@ -1,12 +1,12 @@
 """One BalancedGRPOTrainer step in each of several processes (run by
-tests/test_trl_multiprocess.py under `torchrun --nproc_per_node 2`, CPU, gloo).
+tests/lab/test_trl_multiprocess.py under `torchrun --nproc_per_node 2`, CPU, gloo).
 
 Each process saves what it saw to OUT_DIR/rank<r>.pt: its generation batch before and
 after BA's rescaling, the gathered lengths and advantages, the gradient of the one
 optimizer step (after DDP's all-reduce), the logged metrics and the lines dump_rollouts
 wrote for it. The test recomputes all of it in one process on the gathered batch.
 
-    torchrun --standalone --nproc_per_node 2 tests/trl_multiprocess_worker.py OUT_DIR
+    torchrun --standalone --nproc_per_node 2 tests/lab/trl_multiprocess_worker.py OUT_DIR
 """
 import os
 import sys

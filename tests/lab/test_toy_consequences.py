@@ -15,7 +15,7 @@ from grpo_ba_run import evaluates
 from grpo_ba_lab.lab_args import parse_args
 from toy_tasks import ToyWorld, designs, make_problems, warmup_corpus
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _split_slips(pairs):

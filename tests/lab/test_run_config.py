@@ -12,7 +12,7 @@ from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import run_config
 from grpo_ba_lab.plumbing.run_config import ConfigError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def args_class():

@@ -7,7 +7,7 @@ import pytest
 
 from exercises import check, math_core
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_check(*args):

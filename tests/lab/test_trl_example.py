@@ -10,7 +10,7 @@ import pytest
 
 from grpo_ba_lab.analysis import diagnose
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "trl_balanced.py")
 
 pytestmark = [pytest.mark.slow,                   # builds a model and trains it two steps: ~15 s

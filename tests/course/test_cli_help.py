@@ -15,7 +15,7 @@ import grpo_ba
 import grpo_ba_args
 from grpo_ba_lab import lab_args
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SECTIONS = ["the run", "GRPO (docs/method.md §1)", "evaluation and checkpoints",
             "a real model (docs/real-models-gpu.md)", "the machine"]
 FLAGS_MAX = 30
@@ -109,13 +109,22 @@ def test_the_lab_trainer_takes_the_course_flags_and_its_own():
     assert lab_args.parse_args(["--lora-rank", "4", "--steps", "5"]).lora_rank == 4
 
 
-@pytest.mark.parametrize("module", ["grpo_ba_lab.train", "grpo_ba_lab.analysis.sweep", "grpo_ba_lab.analysis.regime_map",
-                                    "grpo_ba_lab.analysis.report", "grpo_ba_lab.analysis.diagnose"])
-def test_each_lab_command_runs_as_python_m_and_lists_its_own_flags(module):
-    result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True,
+LAB_COMMANDS = {"grpo_ba_lab.train": "--lora-rank", "grpo_ba_lab.analysis.sweep": "--seeds",
+                "grpo_ba_lab.analysis.regime_map": "--map-gap-sizes", "grpo_ba_lab.analysis.report": "--figures-dir",
+                "grpo_ba_lab.analysis.diagnose": "--adv-scale"}
+
+
+def test_each_lab_command_runs_as_python_m_and_lists_its_own_flags():
+    # one interpreter runs each `python -m MODULE --help` (runpy, as -m does): one torch import, not five
+    code = ("import contextlib, io, runpy, sys\n"
+            "for module in sys.argv[1:]:\n"
+            "    sys.argv, out = [module, '--help'], io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+            "        runpy.run_module(module, run_name='__main__')\n"
+            "    print(module, '|', ' '.join(out.getvalue().split()))\n")
+    result = subprocess.run([sys.executable, "-c", code, *LAB_COMMANDS], cwd=REPO, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    own = {"grpo_ba_lab.train": "--lora-rank", "grpo_ba_lab.analysis.sweep": "--seeds",
-           "grpo_ba_lab.analysis.regime_map": "--map-gap-sizes", "grpo_ba_lab.analysis.report": "--figures-dir",
-           "grpo_ba_lab.analysis.diagnose": "--adv-scale"}
-    assert own[module] in result.stdout
+    shown = dict(line.split(" | ", 1) for line in result.stdout.splitlines() if " | " in line)
+    for module, flag in LAB_COMMANDS.items():
+        assert flag in shown[module] and "usage:" in shown[module], module
