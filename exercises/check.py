@@ -19,7 +19,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLAIMS = os.path.join(ROOT, "tests", "test_math_core.py")
+CLAIMS = os.path.join(ROOT, "tests", "course", "test_math_core.py")
 FUNCTIONS = ("group_advantages", "aggregate_sequence", "aggregate_token", "aggregate_balanced", "sign_weights")
 STUBS, SOLUTION = "exercises.math_core", "grpo_ba"
 
