@@ -54,3 +54,21 @@ def test_the_demo_from_the_shipped_warmup_gives_seed_20s_accuracies(tmp_path, ca
             final[rule] = [json.loads(line) for line in f][-1]["accuracy"]
     assert final == pytest.approx(SEED_20_ACCURACY, abs=1e-12)
     assert any(f"{SEED_20_ACCURACY['sequence']:.3f}" in line for line in lines)     # the story prints them
+
+
+def test_the_course_trains_a_real_model_on_a_prompt_answer_file_and_refuses_an_unreadable_gold(
+        tmp_path, tiny_model_dir, capsys):
+    data = tmp_path / "data.jsonl"
+    rows = [{"prompt": f"What is {i}+{i}?", "answer": str(2 * i)} for i in range(10)]
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    out = tmp_path / "run"
+    flags = ["--model", tiny_model_dir, "--aggregator", "balanced", "--steps", "1", "--group-size", "2",
+             "--prompts-per-step", "2", "--max-new-tokens", "4", "--eval-prompts", "2", "--threads", "1"]
+    assert grpo_ba.main([*flags, "--dataset", str(data), "--output-dir", str(out)]) == 0
+    with open(out / "metrics.jsonl") as f:
+        assert [json.loads(line)["step"] for line in f] == [0, 1]        # the step, then after the update
+    data.write_text(data.read_text() + json.dumps({"prompt": "Name a colour.", "answer": "\\begin{x}"}) + "\n")
+    capsys.readouterr()
+    assert grpo_ba.main([*flags, "--dataset", str(data), "--output-dir", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "row 11" in err[0] and "verifier can read" in err[0], err
