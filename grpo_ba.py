@@ -480,7 +480,7 @@ def train(args: Args, log=print, build=grpo_ba_setup.build, sample=generate, sco
     them and updates (grpo_step). Writes args.json, metrics.jsonl (one object per step) and
     checkpoint.pt to args.output_dir (docs/outputs.md), and returns it. The seams the lab
     plugs into: build(args, log) -> (policy, tokenizer, task); sample, as generate;
-    scores(policy, tokenizer, task) -> {metric: accuracy}, as greedy held-out accuracy;
+    scores(policy, tokenizer, task, args, sample) -> {metric: accuracy}, as greedy_accuracy;
     loggers (grpo_ba_run.RunLogger), besides metrics.jsonl and the log."""
     run = Run(args, log, loggers)                 # device, threads; a bad directory fails now
     policy, tokenizer, task = build(args, log)
