@@ -34,7 +34,7 @@ import grpo_ba_run
 import grpo_ba_setup
 from grpo_ba_args import Args, UsageError, check_args, parse_args, run_command  # noqa: F401
 from grpo_ba_run import Run
-from toy_tasks import designs, length_stats
+from toy_tasks import length_stats
 from verifier import verify
 
 # 1. Group-relative advantages (docs/method.md §1) =========================================
@@ -378,7 +378,7 @@ def positive_share(mask, advantages, group_size, aggregator) -> float | None:
     return w_pos.abs().item() / total if total > 0 else None
 
 
-def bias_curves(group_size=8, right=4, wrong_length=10) -> dict:
+def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None) -> dict:
     """Each rule's bias in one binary group (docs/method.md §3), from the real rules: the
     share of weight on right answers against their mean length over the wrong ones'
     (sign-length coupling), and one right answer's token weight against its length
@@ -387,7 +387,7 @@ def bias_curves(group_size=8, right=4, wrong_length=10) -> dict:
                                   group_size)
     def group(length, n):                         # (G, T): the first n answers of `length`
         return mask_from_lengths(torch.tensor([length] * n + [wrong_length] * (group_size - n)))
-    ratios, lengths = [r / 10 for r in range(2, 41)], list(range(2, 41))
+    ratios, lengths = ratios or [r / 10 for r in range(2, 41)], list(range(2, 41))
     share = {rule: [positive_share(group(round(r * wrong_length), right), advantages, group_size,
                                    rule) for r in ratios] for rule in AGGREGATORS}
     weight = {rule: [token_weights(group(n, 1), advantages, group_size, rule)[0, 0].item()

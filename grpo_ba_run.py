@@ -1,4 +1,4 @@
-"""grpo_ba_run.py -- a run on disk and on this machine: what grpo_ba.train() does besides the
+"""grpo_ba_run.py -- a run on disk and on its machine: what grpo_ba.train() does besides the
 algorithm (the `Run` below), and the files it writes (docs/outputs.md).
 
 Nothing here is the algorithm; it makes a run survive Ctrl-C, a hard kill and a file handed
@@ -180,11 +180,12 @@ def _sync_directory(path: str):
         os.close(fd)
 
 
-def write_atomic(path: str, text: str):
-    """Replace `path` by `text` atomically (temp file, sync, rename): a kill keeps the old file."""
+def write_atomic(path: str, text: str, write=None):
+    """Replace `path` by `text` (or what `write(binary_file)` writes) atomically: a temp file,
+    synced, then renamed over it, so a kill keeps the old file."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
+    with open(tmp, "wb") as f:
+        f.write(text.encode()) if write is None else write(f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -299,13 +300,7 @@ def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
              "python_rng": random.getstate(),                   # (int, tuple of ints, None)
              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
              "metrics": list(metrics_lines)}
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _sync_directory(path)
+    write_atomic(path, "", write=lambda f: torch.save(state, f))
 
 
 def _restore_from_checkpoint(metrics: list[dict], state: dict, metrics_path: str,
@@ -493,9 +488,8 @@ class Run:
         dense_until, dense_every = designs.dense_eval(self.args.design)
         for step in range(self.start, self.args.steps):
             self.step, self.step_start = step, time.time()
-            step_seed = (self.args.seed * 1_000_003 + step) % (2**63)
-            torch.manual_seed(step_seed)
-            yield step, step_seed, evaluates(step, self.args.eval_every, dense_until, dense_every)
+            yield (step, seed_step(self.args.seed, step),
+                   evaluates(step, self.args.eval_every, dense_until, dense_every))
 
     def on_rollout(self, prompts, batch, rewards):
         for logger in self.loggers:
@@ -557,6 +551,14 @@ class Run:
         self.log(f"[{self.args.aggregator}] done: {accuracy}{minutes:.1f} min; in {self.out}: "
                  f"{', '.join(outputs)} (docs/outputs.md)")
         return self.out
+
+
+def seed_step(seed: int, step: int) -> int:
+    """Reseed torch from (seed, step) and return that seed: a resumed run samples what the
+    original would."""
+    step_seed = (seed * 1_000_003 + step) % (2**63)
+    torch.manual_seed(step_seed)
+    return step_seed
 
 
 def evaluates(step: int, every: int, dense_until: int = 0, dense_every: int = 1) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import grpo_ba_args
 import grpo_ba_run
 import grpo_ba_setup
-from grpo_ba_args import RULES, UsageError, arg, run_command  # noqa: F401
+from grpo_ba_args import UsageError, arg
 from grpo_ba_lab.plumbing import report_to, rollout_engines, run_config
 from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, ToyWorld, designs
 

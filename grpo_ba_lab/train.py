@@ -19,6 +19,7 @@ import sys
 
 import grpo_ba
 import grpo_ba_run
+from grpo_ba_args import run_command
 from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import benchmarks, lm_setup, lora, rollout_engines, training_run
 
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
         else:
             default_dir = f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
             train(dataclasses.replace(args, output_dir=args.output_dir or default_dir))
-    return lab_args.run_command(prog, command)
+    return run_command(prog, command)
 
 
 if __name__ == "__main__":

@@ -19,11 +19,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+import grpo_ba  # noqa: E402
 from grpo_ba_lab.analysis import paired_stats  # noqa: E402
 from grpo_ba_lab.plumbing import run_dirs
 
 from grpo_ba import (AGGREGATORS, clipped_token_loss, group_advantages, mask_from_lengths,  # noqa: E402
-                     positive_share, token_weights)
+                     token_weights)
 
 from grpo_ba_plots import COLORS  # noqa: E402  (the course's colour-blind-safe palette)
 G, K = 8, 4                       # analytic group: G responses, K of them right
@@ -39,12 +40,9 @@ def _group(len_pos, len_neg, k=K, group_size=G):
 # ------------------------------------------------------------------ analytic curves
 
 def positive_share_curve(ratios, rule, len_neg=10):
-    """Share of the total gradient weight on the right answers, against Lbar+/Lbar-."""
-    shares = []
-    for ratio in ratios:
-        mask, adv = _group(max(1, round(ratio * len_neg)), len_neg)
-        shares.append(positive_share(mask, adv, G, rule))
-    return shares
+    """Share of the total gradient weight on the right answers, against Lbar+/Lbar-: the
+    course's own curve (grpo_ba.bias_curves), on these ratios."""
+    return grpo_ba.bias_curves(G, K, len_neg, ratios=list(ratios))["share"][rule]
 
 
 def token_weight_curve(lengths, rule):
@@ -69,8 +67,9 @@ def loss_at_ratio_one_curve(gaps, rule, len_pos=6):
 def plot_positive_share(path):
     ratios = [0.2 + 0.1 * i for i in range(49)]
     fig, ax = plt.subplots(figsize=(5.5, 4))
+    shares = grpo_ba.bias_curves(G, K, ratios=ratios)["share"]          # every rule at once
     for rule in AGGREGATORS:
-        ax.plot(ratios, positive_share_curve(ratios, rule), label=rule, color=COLORS[rule], lw=2,
+        ax.plot(ratios, shares[rule], label=rule, color=COLORS[rule], lw=2,
                 ls="--" if rule == "balanced" else "-")
     ax.axhline(0.5, color="gray", lw=0.5)
     ax.axvline(1.0, color="gray", lw=0.5)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import grpo_ba_run
 from grpo_ba_lab.analysis import report
-from grpo_ba_lab.lab_args import RULES, UsageError, arg, check_args, parse_command, run_command
+from grpo_ba_args import RULES, UsageError, arg, run_command
+from grpo_ba_lab.lab_args import check_args, parse_command
 from grpo_ba_lab.train import train
 from grpo_ba_lab.plumbing import run_dirs
 from toy_tasks import designs

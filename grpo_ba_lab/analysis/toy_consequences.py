@@ -60,8 +60,7 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
         policy, tokenizer, task = lm_setup.build(args, log=lambda *a: None)
     lengths, rewards = [], []
     for b in range(batches):                       # what steps 0..batches-1 of a run sample, before any update
-        step_seed = (seed * 1_000_003 + b) % (2**63)       # as grpo_ba_run.Run.steps reseeds
-        torch.manual_seed(step_seed)
+        step_seed = grpo_ba_run.seed_step(seed, b)
         batch, batch_rewards, _ = grpo_ba.sample_groups(policy, tokenizer, task, grpo_ba.step_rows(task, step_seed, args),
                                                         random.Random(step_seed), args)
         lengths.append(batch.response_mask.sum(1))

@@ -51,7 +51,7 @@ def save_policy(policy, tokenizer, out_dir: str, card: dict) -> str:
         os.makedirs(tmp)
         adapter = is_adapter(policy)
         policy.save_pretrained(tmp)            # safetensors; PEFT: the adapter only
-        tokenizer.save_pretrained(tmp)         # with its padding side (lm_setup.char_tokenizer)
+        tokenizer.save_pretrained(tmp)         # with its padding side (toy_tasks/model.py: char_tokenizer)
         with open(os.path.join(tmp, "README.md"), "w") as f:
             f.write(model_card(card, adapter, model_dir=out_dir))
         if os.path.exists(out_dir):
@@ -168,7 +168,7 @@ def run_card(args: dict, metrics: list[dict], command: str = "", base_model: str
             "data": args.get("dataset") or "the toy's arithmetic prompts (toy_tasks)",
             "heldout_accuracy": evaluated[-1]["accuracy"] if evaluated else None,
             "accuracy_step": evaluated[-1]["step"] if evaluated else None,
-            "base_model": base_model or args.get("model") or "the warmed-up toy Qwen3 (grpo_ba_lab/plumbing/lm_setup.py)",
+            "base_model": base_model or args.get("model") or "the warmed-up toy Qwen3 (toy_tasks/model.py)",
             "command": command}
     for key in ("group_size", "prompts_per_step", "inner_updates", "lr", "eps_low", "eps_high", "beta",
                 "adv_scale", "temperature", "max_new_tokens", "seed", "lora_rank"):

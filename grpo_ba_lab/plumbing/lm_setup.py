@@ -9,11 +9,10 @@ import dataclasses
 import os
 
 from grpo_ba_run import SetupError
-from grpo_ba_setup import (DTYPES, Task, check_model_path, format_prompt, load_model,  # noqa: F401
-                           load_tokenizer, split_heldout, toy_task as world_task)
+from grpo_ba_setup import (Task, check_model_path, format_prompt, load_model, load_tokenizer,
+                           split_heldout, toy_task as world_task)
 from toy_tasks import ToyWorld, designs
-from toy_tasks.model import (char_tokenizer, load_or_warmup_toy, load_warmup_file,  # noqa: F401
-                             tiny_qwen3, warmup_toy_model)
+from toy_tasks.model import load_or_warmup_toy, load_warmup_file
 
 
 def toy_world(args) -> ToyWorld:

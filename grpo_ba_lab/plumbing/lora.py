@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 
 from grpo_ba_lab.plumbing import lm_setup
+
+import grpo_ba_setup
 import grpo_ba_run
 from grpo_ba_run import SetupError
 
@@ -48,7 +50,8 @@ def add_adapters(policy, args, device_type: str):
         raise SetupError(f"--lora-target-modules {targets!r}: {str(err).splitlines()[0]}") from None
     # The frozen base in the dtype autocast really computes in on this device (float32 where
     # the device lacks --dtype: train() then computes in float32 too).
-    frozen_dtype = lm_setup.DTYPES[grpo_ba_run.autocast_dtype(device_type, args.dtype, log=lambda line: None)]
+    computed = grpo_ba_run.autocast_dtype(device_type, args.dtype, log=lambda line: None)
+    frozen_dtype = grpo_ba_setup.DTYPES[computed]
     for parameter in policy.parameters():
         if not parameter.requires_grad:
             parameter.data = parameter.data.to(frozen_dtype)

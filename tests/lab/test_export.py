@@ -14,7 +14,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import grpo_ba
 from grpo_ba_lab import train as lab_train
 from grpo_ba_lab import lab_args
-from grpo_ba_lab.plumbing import export, lm_setup, lora
+from grpo_ba_lab.plumbing import export, lora
+from toy_tasks import model as toy_model
+import grpo_ba_setup
 from grpo_ba_run import SetupError
 
 CARD = {"rule": "balanced", "steps": 3, "data": "toy", "heldout_accuracy": 0.625, "accuracy_step": 2,
@@ -37,8 +39,8 @@ def logprobs(model, tokenizer):
 
 
 def test_a_full_model_reloads_with_transformers_and_gives_the_same_logprobs(tmp_path):
-    tokenizer = lm_setup.char_tokenizer()
-    policy = lm_setup.tiny_qwen3(tokenizer, seed=3)
+    tokenizer = toy_model.char_tokenizer()
+    policy = toy_model.tiny_qwen3(tokenizer, seed=3)
     out = export.save_policy(policy, tokenizer, str(tmp_path / "model"), CARD)
     assert os.path.isfile(os.path.join(out, "model.safetensors")) and not os.path.exists(out + ".tmp")
     reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
@@ -46,13 +48,13 @@ def test_a_full_model_reloads_with_transformers_and_gives_the_same_logprobs(tmp_
     assert reloaded_tokenizer("12+3=")["input_ids"] == tokenizer("12+3=")["input_ids"]
     assert reloaded_tokenizer.padding_side == "left"                  # the same batches as in training
     torch.testing.assert_close(logprobs(reloaded, reloaded_tokenizer), logprobs(policy, tokenizer), rtol=0, atol=0)
-    other = lm_setup.tiny_qwen3(tokenizer, seed=4)                 # the comparison can fail
+    other = toy_model.tiny_qwen3(tokenizer, seed=4)                 # the comparison can fail
     assert not torch.allclose(logprobs(other, tokenizer), logprobs(policy, tokenizer))
 
 
 def test_the_model_card_says_what_trained_the_weights(tmp_path):
-    tokenizer = lm_setup.char_tokenizer()
-    out = export.save_policy(lm_setup.tiny_qwen3(tokenizer), tokenizer, str(tmp_path / "model"), CARD)
+    tokenizer = toy_model.char_tokenizer()
+    out = export.save_policy(toy_model.tiny_qwen3(tokenizer), tokenizer, str(tmp_path / "model"), CARD)
     text = open(os.path.join(out, "README.md")).read()
     front = yaml.safe_load(text.split("---")[1])
     assert front["library_name"] == "transformers" and "balanced-aggregation" in front["tags"]
@@ -66,12 +68,12 @@ def test_the_model_card_says_what_trained_the_weights(tmp_path):
 def test_a_lora_policy_saves_its_adapter_which_peft_reloads_over_the_base(tmp_path, tiny_model_dir):
     peft = pytest.importorskip("peft", reason="LoRA is optional: pip install -r requirements-trl.txt")
     args = lab_args.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
-    policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
+    policy = lora.add_adapters(grpo_ba_setup.load_model(tiny_model_dir), args, "cpu")
     with torch.no_grad():                                           # trained adapters: B != 0
         for name, parameter in policy.named_parameters():
             if "lora_B" in name:
                 parameter.normal_(std=0.5)
-    tokenizer = lm_setup.load_tokenizer(tiny_model_dir)
+    tokenizer = grpo_ba_setup.load_tokenizer(tiny_model_dir)
     out = export.save_policy(policy, tokenizer, str(tmp_path / "adapter"),
                              {**CARD, "base_model": "Qwen/Qwen3-1.7B"})
     files = set(os.listdir(out))
@@ -89,17 +91,17 @@ def test_a_lora_policy_saves_its_adapter_which_peft_reloads_over_the_base(tmp_pa
 
 
 def test_an_export_replaces_an_earlier_export_but_never_another_directory(tmp_path):
-    tokenizer = lm_setup.char_tokenizer()
+    tokenizer = toy_model.char_tokenizer()
     out = str(tmp_path / "model")
-    export.save_policy(lm_setup.tiny_qwen3(tokenizer, seed=1), tokenizer, out, CARD)
-    export.save_policy(lm_setup.tiny_qwen3(tokenizer, seed=2), tokenizer, out, {**CARD, "steps": 5})  # a resumed run
+    export.save_policy(toy_model.tiny_qwen3(tokenizer, seed=1), tokenizer, out, CARD)
+    export.save_policy(toy_model.tiny_qwen3(tokenizer, seed=2), tokenizer, out, {**CARD, "steps": 5})  # a resumed run
     assert "| GRPO steps | 5 |" in open(os.path.join(out, "README.md")).read()
     assert sorted(os.listdir(tmp_path)) == ["model"]                 # no temporary directory left
     precious = tmp_path / "notes"
     precious.mkdir()
     (precious / "todo.txt").write_text("keep me")
     with pytest.raises(SetupError, match="not an earlier model export"):
-        export.save_policy(lm_setup.tiny_qwen3(tokenizer), tokenizer, str(precious), CARD)
+        export.save_policy(toy_model.tiny_qwen3(tokenizer), tokenizer, str(precious), CARD)
     assert (precious / "todo.txt").read_text() == "keep me"
 
 

@@ -84,9 +84,9 @@ def test_eval_accuracy_is_the_mean_of_every_sample_verdict_per_benchmark(tmp_pat
 def test_greedy_evaluation_is_the_default_and_repeats_exactly(tiny_model_dir, data, monkeypatch):
     args = lab_args.parse_args(["--aggregator", "balanced", "--max-new-tokens", "8"])
     assert (args.eval_samples, args.eval_temperature) == (1, 0.0)
-    policy, tokenizer = lm_setup.load_model(tiny_model_dir), lm_setup.load_tokenizer(tiny_model_dir)
+    policy, tokenizer = grpo_ba_setup.load_model(tiny_model_dir), grpo_ba_setup.load_tokenizer(tiny_model_dir)
     rows, _ = lm_setup.load_prompt_dataset(data, "prompt", "answer", heldout=0)
-    task = lm_setup.Task(rows, rows, lambda p: grpo_ba_setup.format_prompt(tokenizer, p), lambda p, rng: "")
+    task = grpo_ba_setup.Task(rows, rows, lambda p: grpo_ba_setup.format_prompt(tokenizer, p), lambda p, rng: "")
     seen, original = [], grpo_ba.rollout
     monkeypatch.setattr(grpo_ba, "rollout", lambda *a, **k: seen.append(original(*a, **k)) or seen[-1])
     for seed in (0, 1):                            # greedy: the sampling seed cannot matter
@@ -131,20 +131,20 @@ def test_a_lora_step_changes_only_adapter_weights_and_the_reference_is_the_base(
 
 def test_the_reference_without_adapters_is_the_base_model(tiny_model_dir):
     args = lab_args.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
-    policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
+    policy = lora.add_adapters(grpo_ba_setup.load_model(tiny_model_dir), args, "cpu")
     with torch.no_grad():
         for name, p in policy.named_parameters():
             if "lora_B" in name:
                 p.normal_()                        # adapters that have learnt something
     ids = torch.tensor([[5, 6, 7, 8, 9]])
-    base = lm_setup.load_model(tiny_model_dir)(input_ids=ids).logits
+    base = grpo_ba_setup.load_model(tiny_model_dir)(input_ids=ids).logits
     assert torch.equal(lora.ReferenceWithoutAdapters(policy)(input_ids=ids).logits, base)
     assert not torch.allclose(policy(input_ids=ids).logits, base)
 
 
 def test_bf16_lora_keeps_float32_adapters_over_a_bf16_frozen_base(tiny_model_dir):
     args = lab_args.parse_args(["--aggregator", "balanced", "--lora-rank", "4", "--dtype", "bfloat16"])
-    policy = lora.add_adapters(lm_setup.load_model(tiny_model_dir), args, "cpu")
+    policy = lora.add_adapters(grpo_ba_setup.load_model(tiny_model_dir), args, "cpu")
     trainable = [p for p in policy.parameters() if p.requires_grad]
     assert trainable and all(p.dtype == torch.float32 for p in trainable)
     assert all(p.dtype == torch.bfloat16 for p in policy.parameters() if not p.requires_grad)

@@ -14,7 +14,7 @@ import torch
 import grpo_ba
 from grpo_ba_lab import lab_args
 import grpo_ba_setup
-from grpo_ba_lab.plumbing import gguf_models, lm_setup
+from grpo_ba_lab.plumbing import gguf_models
 from grpo_ba_lab.train import main
 from verifier import verify
 
@@ -200,7 +200,7 @@ def test_stop_ids_add_the_chat_templates_end_of_turn_to_a_base_models_eos(tiny_m
     """A base model prompted through a ChatML template (Qwen2.5-Math-7B: EOS <|endoftext|>)
     must stop at <|im_end|> too; generation_config may list several EOS ids."""
     from transformers import GenerationConfig
-    tokenizer = lm_setup.load_tokenizer(tiny_model_dir)
+    tokenizer = grpo_ba_setup.load_tokenizer(tiny_model_dir)
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
     tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}<|im_end|>\n{% endfor %}"
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -213,7 +213,6 @@ def test_stop_ids_add_the_chat_templates_end_of_turn_to_a_base_models_eos(tiny_m
 def test_demo_with_a_model_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_path, tiny_model_dir):
     """--aggregator all --model: one run directory per rule, the same step-0 rollouts (same
     weights, same seed), then the training figure and the table named by the model."""
-    import os
     data = additions_jsonl(tmp_path / "d.jsonl", n=12)
     assert main(["--model", tiny_model_dir, "--dataset", data, "--aggregator", "all", "--steps", "2",
                  "--group-size", "4", "--prompts-per-step", "2", "--max-new-tokens", "12", "--eval-prompts", "2",

@@ -19,7 +19,8 @@ import torch
 
 import grpo_ba
 from grpo_ba_lab import lab_args
-from grpo_ba_lab.plumbing import lm_setup, rollout_engines
+from grpo_ba_lab.plumbing import rollout_engines
+from toy_tasks import model as toy_model
 
 from conftest import forced_kernels
 
@@ -30,7 +31,7 @@ PROMPTS = ["<bos>12+3+4=", "<bos>57+6+3=57", "<bos>9", "<bos>8+8=", "<bos>3+45+6
 def peaked_tiny_qwen3(tokenizer, seed=1, scale=8.0):
     """tiny_qwen3 with every weight but the norms' times `scale`: greedy and sampled
     responses of lengths 1 to the budget with this seed and these stop ids (checked below)."""
-    policy = lm_setup.tiny_qwen3(tokenizer, seed=seed).eval()
+    policy = toy_model.tiny_qwen3(tokenizer, seed=seed).eval()
     with torch.no_grad():
         for name, p in policy.named_parameters():
             if "norm" not in name:
@@ -41,7 +42,7 @@ def peaked_tiny_qwen3(tokenizer, seed=1, scale=8.0):
 @pytest.fixture(scope="module")
 def toy():
     torch.set_num_threads(1)
-    tokenizer = lm_setup.char_tokenizer()
+    tokenizer = toy_model.char_tokenizer()
     return peaked_tiny_qwen3(tokenizer), tokenizer
 
 

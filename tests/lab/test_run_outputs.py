@@ -18,6 +18,8 @@ from grpo_ba_lab.lab_args import LabArgs
 from grpo_ba_lab.lab_args import parse_args
 from grpo_ba_lab.train import main, train
 from grpo_ba_lab.plumbing import lm_setup, report_to
+from toy_tasks import model as toy_model
+import grpo_ba_setup
 import grpo_ba_run
 from grpo_ba_lab.plumbing.training_run import Export
 
@@ -91,7 +93,7 @@ def test_a_lora_runs_model_dir_is_an_adapter_peft_reloads_with_the_trainers_logp
                  "--output-dir", str(out)]) == 0
     files = set(os.listdir(out / "model"))
     assert {"adapter_config.json", "adapter_model.safetensors"} <= files and "model.safetensors" not in files
-    tokenizer = lm_setup.load_tokenizer(str(out / "model"))
+    tokenizer = grpo_ba_setup.load_tokenizer(str(out / "model"))
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     untrained = logprobs(base, tokenizer)
     reloaded = peft.PeftModel.from_pretrained(base, str(out / "model"))
@@ -205,7 +207,7 @@ def test_a_run_ends_with_a_summary_naming_accuracy_and_its_outputs(toy_run):
 def test_the_warmup_log_says_how_long_is_left(tmp_path):
     lines = []
     world = lm_setup.toy_world(parse_args(["--aggregator", "balanced"]))
-    lm_setup.warmup_toy_model(world, 5, 0, batch_size=4, log=lines.append)
+    toy_model.warmup_toy_model(world, 5, 0, batch_size=4, log=lines.append)
     assert lines and all("left)" in line for line in lines)
 
 

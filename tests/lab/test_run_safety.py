@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import grpo_ba
+from toy_tasks import model as toy_model
 from grpo_ba_lab import lab_args
 from grpo_ba_lab.analysis import report
 import grpo_ba_run
@@ -136,9 +137,8 @@ def test_resume_refuses_a_damaged_or_foreign_checkpoint_and_changes_nothing(dama
 
 
 def test_resume_refuses_a_checkpoint_of_a_differently_shaped_model(fake_run, capsys):
-    from grpo_ba_lab.plumbing import lm_setup
     path = os.path.join(fake_run, "checkpoint.pt")
-    other = lm_setup.tiny_qwen3(lm_setup.char_tokenizer(), hidden=32)     # the toy's warm-up model has 64
+    other = toy_model.tiny_qwen3(toy_model.char_tokenizer(), hidden=32)     # the toy's warm-up model has 64
     grpo_ba_run.save_checkpoint(path, other, torch.optim.AdamW(other.parameters()), step=0)
     before = snapshot(fake_run)
     assert main(["--resume", fake_run, "--steps", "4"]) == 2
@@ -150,10 +150,9 @@ def test_lora_adapter_checkpoints_are_checked_like_full_weights(tmp_path):
     """The check compares whatever policy.state_dict() holds, so a PEFT policy's
     adapters (and their rank) are checked too."""
     peft = pytest.importorskip("peft")
-    from grpo_ba_lab.plumbing import lm_setup
 
     def lora_policy(rank):
-        base = lm_setup.tiny_qwen3(lm_setup.char_tokenizer())
+        base = toy_model.tiny_qwen3(toy_model.char_tokenizer())
         return peft.get_peft_model(base, peft.LoraConfig(r=rank, target_modules=["q_proj", "v_proj"]))
     saved = lora_policy(4)
     path = str(tmp_path / "checkpoint.pt")

@@ -29,8 +29,7 @@ def test_local_model_with_chat_template_trains_two_steps_on_a_local_jsonl(tmp_pa
 
 
 def test_prompts_go_through_the_chat_template_and_ask_for_boxed(tiny_model_dir):
-    from grpo_ba_lab.plumbing import lm_setup
-    tokenizer = lm_setup.load_tokenizer(tiny_model_dir)
+    tokenizer = grpo_ba_setup.load_tokenizer(tiny_model_dir)
     text = grpo_ba_setup.format_prompt(tokenizer, "What is 2 plus 2?")
     assert text.startswith("<|user|>What is 2 plus 2?") and "\\boxed{}" in text and text.endswith("<|assistant|>")
     chat = [{"role": "user", "content": "hi"}]                   # DAPO-style prompts are messages already
@@ -100,8 +99,7 @@ def test_a_bf16_step_runs_on_cpu(tmp_path, tiny_model_dir):
 
 
 def test_bf16_compute_keeps_float32_master_weights(tiny_model_dir):
-    from grpo_ba_lab.plumbing import lm_setup
-    policy = lm_setup.load_model(tiny_model_dir)
+    policy = grpo_ba_setup.load_model(tiny_model_dir)
     args = lab_args.parse_args(["--aggregator", "token", "--dtype", "bfloat16"])
     ids = torch.tensor([[5, 6, 7, 8]])
     with grpo_ba.autocast(args, "cpu"):

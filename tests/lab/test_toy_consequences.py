@@ -3,7 +3,6 @@
 report checks are in test_designs.py."""
 import os
 import random
-from types import SimpleNamespace
 
 import pytest
 
@@ -55,7 +54,6 @@ def test_default_slip_style_keeps_the_tilde_corpus():
 
 
 def test_warmup_cache_key_holds_the_settings_and_the_floating_point_path():
-    from grpo_ba_lab.plumbing import lm_setup
     world, threads = ToyWorld("gap"), torch.get_num_threads()
     key = toy_model.warmup_cache_dir("/c", world, 600, 0)
     assert key != toy_model.warmup_cache_dir("/c", ToyWorld("gap", slip_style="loop"), 600, 0)

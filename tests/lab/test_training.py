@@ -9,7 +9,6 @@ import torch
 
 import grpo_ba
 from toy_tasks import designs
-from grpo_ba_lab import train as lab_train
 from grpo_ba import grpo_update, response_mask_from_eos
 from grpo_ba_lab.lab_args import LabArgs
 from grpo_ba_lab.lab_args import parse_args

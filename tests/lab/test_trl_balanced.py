@@ -15,7 +15,7 @@ from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_token, aggregati
                      clipped_token_loss, sign_weights, token_logprobs)
 from grpo_ba_lab.integrations.trl_balanced import (BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics,  # noqa: E402
                                        balanced_advantages, check_trl_batch, dump_rollouts)
-from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3  # noqa: E402
+from toy_tasks.model import char_tokenizer, tiny_qwen3  # noqa: E402
 
 
 def odd_length_reward(completions, **kwargs):

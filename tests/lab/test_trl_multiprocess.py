@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_token, aggregation_coefficients,
                      clipped_token_loss, sign_weights, token_logprobs)
 from grpo_ba_lab.analysis import diagnose
-from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3
+from toy_tasks.model import char_tokenizer, tiny_qwen3
 
 if importlib.util.find_spec("trl") is None:          # the workers import it; this process need not
     pytest.skip("TRL is optional: pip install -r requirements-trl.txt", allow_module_level=True)

@@ -17,7 +17,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from grpo_ba_lab.integrations.trl_balanced import BalancedGRPOTrainer, dump_rollouts
-from grpo_ba_lab.plumbing.lm_setup import char_tokenizer, tiny_qwen3
+from toy_tasks.model import char_tokenizer, tiny_qwen3
 
 PER_DEVICE, GROUP = 6, 4          # 12 rows globally, 3 groups of 4: the middle group spans both processes
 PROMPTS = ["12+3+4=", "45+6+7=", "30+1+1=", "77+2+9=", "18+5+2=", "63+4+4="]   # equal lengths: no left padding
