@@ -72,7 +72,7 @@ PRESETS = {
 }
 CHOICES = {"aggregator": ("all", *RULES), "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
-           "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS)}
+           "design": (designs.AUTO, designs.NO_DESIGN, *designs.course_designs())}
 # Keys of a --config file that are not settings: where a run goes is typed (a run's
 # args.json names its own directory, which a rerun must not overwrite), and so is --resume.
 NOT_SETTINGS = ("output_dir", "resume", "config")

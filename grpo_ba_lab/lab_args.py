@@ -38,6 +38,10 @@ class LabArgs(grpo_ba_args.Args):
                                "variance)")
     warmup_seed: int = arg(0, "seed of the warm-up; -1: the run's --seed (each seed its own)")
     warmup_from_scratch: bool = arg(False, "train the warm-up even where a design ships one")
+    warmup_band_low: float = arg(0.0, "with --warmup-band-high: the warm-up stops once greedy "
+                                      "held-out accuracy is in [LOW, HIGH], else is redrawn "
+                                      "(grpo_ba_lab/plumbing/band_warmup.py)")
+    warmup_band_high: float = arg(0.0, "upper end of the warm-up's band (0: no band)")
     cache_dir: str = arg(grpo_ba_setup.CACHE_DIR, "warmed-up toy policies and converted .gguf "
                                                   "models ($GRPO_BA_CACHE)")
     # ---- evaluation and reporting
@@ -80,7 +84,8 @@ PRESETS = {
 }
 CHOICES = {**grpo_ba_args.CHOICES, "regime": REGIMES, "gap_sign": GAP_SIGNS,
            "slip_style": SLIP_STYLES, "rollout_engine": rollout_engines.ENGINES,
-           "report_to": report_to.BACKENDS, "preset": ("", *PRESETS)}
+           "report_to": report_to.BACKENDS, "preset": ("", *PRESETS),
+           "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS)}   # the band designs too
 # Flags that change where or how fast a run runs, or what it reports, never what it
 # computes: a resumed run may take new values (another machine, another GPU).
 MACHINE_FLAGS = (*grpo_ba_run.MACHINE_FLAGS, "cache_dir", "attn_implementation",
@@ -142,6 +147,9 @@ def check_args(args: LabArgs):
         raise UsageError("--eval-temperature, --lora-rank and --lora-alpha cannot be negative")
     if args.eval_samples < 1:
         raise UsageError("--eval-samples must be at least 1")
+    if args.warmup_band_high and not 0 <= args.warmup_band_low <= args.warmup_band_high <= 1:
+        raise UsageError(f"the warm-up's band needs 0 <= --warmup-band-low <= --warmup-band-high "
+                         f"<= 1 (got {args.warmup_band_low}, {args.warmup_band_high})")
     if not args.model:
         from grpo_ba_lab.plumbing import lm_setup
         try:                                      # the toy's own checks, before anything is written

@@ -24,7 +24,9 @@ VERSION = 2
 # unset: the CPU's best kernels, AVX2 or AVX-512); it must be set before torch loads, so
 # `python -m grpo_ba_lab.analysis.sweep --design NAME` runs each seed in a process of its own.
 VARIANTS = {"native-2t": dict(cpu_capability="", threads=2),
-            "default-1t": dict(cpu_capability="default", threads=1)}
+            "default-1t": dict(cpu_capability="default", threads=1),
+            # version 3's pair: one thread each, so a 2-core CPU runs both variants side by side
+            "native-1t": dict(cpu_capability="", threads=1)}
 
 # Shared by the 300-step designs: lr, length and the evaluation schedule (all 729
 # held-out prompts at step 0, every 2 steps to 20, every 10 after, and after the last update).
@@ -33,6 +35,9 @@ LONG_RUN = dict(lr=1e-4, steps=300, eval_every=10, eval_dense_until=20, eval_den
 SPREAD_ROOM = dict(regime="gap", slip_style="ramble", gap_size=18, spread_size=8, force_frac=0.3,
                    warmup_steps=1000)
 OWN_WARMUP = dict(warmup_seed=-1)          # each seed its own warm-up
+BAND = (0.45, 0.60)                        # demo-band's step-0 greedy accuracy
+BAND_SEEDS = tuple(range(60, 76))         # 16 seeds, each on both BAND_VARIANTS
+BAND_VARIANTS = ("native-1t", "default-1t")
 
 
 def _seeds(first: int) -> dict:
@@ -63,9 +68,17 @@ DESIGNS = {
                  step0=dict(accuracy=0.6241426611796982, wrong_over_right=1.5030026936399343,
                             std_over_mean=0.5008176512866948, len_right=11.3125,
                             len_wrong=17.002717971801758, reward=0.28125)),
+    # Version 3 (registrations/demo-band-v3.md): the demo's world and 30 steps from warm-ups
+    # stopped inside a band of step-0 greedy accuracy (the lab's band warm-up), every seed on
+    # both machine variants (crossed). Lab only: the course trains no band warm-up.
+    "demo-band": dict(flags=dict(**SPREAD_ROOM, lr=1e-4, steps=30, eval_every=5,
+                                 eval_dense_until=10, eval_dense_every=2, eval_prompts=729,
+                                 **OWN_WARMUP, warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
+                      seeds={variant: BAND_SEEDS for variant in BAND_VARIANTS}, version=3,
+                      lab=True),
 }
 for _d in DESIGNS.values():                # one seed runs by default: the design's first
-    _d["flags"]["seed"] = _d["seeds"]["native-2t"][0]
+    _d["flags"]["seed"] = next(iter(_d["seeds"].values()))[0]
 NO_DESIGN = "plain"          # the flags' own defaults (the toy before the designs)
 AUTO = "auto"                # the demo runs `demo`; everything else runs `plain`
 DEMO = "demo"
@@ -114,9 +127,38 @@ def dense_eval(name: str) -> tuple[int, int]:
     return flags.get("eval_dense_until", 0), flags.get("eval_dense_every", 1)
 
 
+def course_designs() -> tuple:
+    """The designs `python grpo_ba.py --design` offers: those the course alone can train."""
+    return tuple(name for name, d in DESIGNS.items() if not d.get("lab"))
+
+
+def version(name: str) -> int:
+    """The registration version of a design's current settings."""
+    return DESIGNS[name].get("version", VERSION)
+
+
+def crossed(name: str) -> bool:
+    """Whether every seed of the design runs on every machine variant."""
+    seeds = list(DESIGNS[name]["seeds"].values())
+    return all(s == seeds[0] for s in seeds)
+
+
 def registered_seeds(name: str) -> list[tuple[int, str]]:
     """[(seed, variant)] of a design, in the order the lab's sweep runs them."""
     return [(seed, variant) for variant, seeds in DESIGNS[name]["seeds"].items() for seed in seeds]
+
+
+def units(name: str) -> list[tuple]:
+    """[(unit, seed, variant)]: a design's runs of one rule. A unit is the seed, or in a
+    crossed design (seed, variant): there a seed runs once on each variant."""
+    both = crossed(name)
+    return [((seed, variant) if both else seed, seed, variant)
+            for seed, variant in registered_seeds(name)]
+
+
+def run_folder(name: str, regime: str, rule: str, seed: int, variant: str) -> str:
+    """The folder of one run of a design, under the design's runs folder."""
+    return f"{regime}-{rule}-s{seed}" + (f"-{variant}" if crossed(name) else "")
 
 
 def variant_of(name: str, seed: int) -> str:

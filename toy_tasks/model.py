@@ -64,8 +64,9 @@ def encode_pairs(tokenizer, pairs, width: int):
 
 
 def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 64,
-                     lr: float = 3e-3, log=print):
-    """Supervised warm-up on the toy corpus: AdamW, linear warm-up then cosine decay."""
+                     lr: float = 3e-3, log=print, stop=None):
+    """Supervised warm-up on the toy corpus: AdamW, linear warm-up then cosine decay.
+    `stop(step, model)`, if given, is asked after each step whether to end here."""
     tokenizer = char_tokenizer()
     model = tiny_qwen3(tokenizer, seed=seed)
     train, _ = make_problems()
@@ -95,6 +96,8 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
             left = spent / (step + 1) * (steps - step - 1)
             log(f"warm-up step {step:5d}/{steps}  loss {loss.item():.3f}  ({spent:.0f}s, "
                 f"about {left:.0f}s left)")
+        if stop is not None and stop(step, model):
+            break
     model.eval()
     return model, tokenizer, time.time() - start
 
@@ -153,19 +156,21 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
     """The warmed-up toy policy and tokenizer, from the cache or freshly trained, and the
     warm-up's record (its settings, the machine that trained it, its weights' sha256)."""
     path = warmup_cache_dir(cache_dir, world, steps, seed)
-    weights, record_path = (os.path.join(path, "model.safetensors"),
-                            os.path.join(path, "warmup.json"))
-    if os.path.exists(record_path):
+    if os.path.exists(os.path.join(path, "warmup.json")):
         log(f"warm-up: loading cached policy from {path}")
-        with open(record_path) as f:
-            record = {"source": "cache", "path": path, **json.load(f)}
-        return (*load_warmup_file(weights), record)
+        return cached_warmup(path, "cache")
     log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
     model, _, seconds = warmup_toy_model(world, steps, seed, log=log)
+    return store_warmup(model, path, {"world": vars(world), "steps": steps, "seed": seed,
+                                      "seconds": seconds})
+
+
+def store_warmup(model, path: str, record: dict):
+    """Caches a trained warm-up in `path` (its weights, and `record` with the machine and the
+    weights' sha256 added), then loads it back: (policy, tokenizer, record)."""
     tmp = path + f".tmp{os.getpid()}"
     sha256 = save_warmup_file(model, os.path.join(tmp, "model.safetensors"))
-    record = {"world": vars(world), "steps": steps, "seed": seed, "seconds": seconds,
-              "machine": machine_variant(), "sha256": sha256}
+    record = {**record, "machine": machine_variant(), "sha256": sha256}
     with open(os.path.join(tmp, "warmup.json"), "w") as f:
         json.dump(record, f)
     if os.path.exists(path):                  # a concurrent run won the race: keep its copy
@@ -173,6 +178,11 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
         shutil.rmtree(tmp)
     else:
         os.replace(tmp, path)
-    with open(record_path) as f:
-        record = {"source": "trained", "path": path, **json.load(f)}
-    return (*load_warmup_file(weights), record)
+    return cached_warmup(path, "trained")
+
+
+def cached_warmup(path: str, source: str):
+    """(policy, tokenizer, record) of the warm-up cached in `path`; source: cache | trained."""
+    with open(os.path.join(path, "warmup.json")) as f:
+        record = {"source": source, "path": path, **json.load(f)}
+    return (*load_warmup_file(os.path.join(path, "model.safetensors")), record)

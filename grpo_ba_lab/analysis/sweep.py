@@ -105,7 +105,7 @@ def run_design(args, log=print, variant: str = "") -> str:
             if not variant or v == variant]
     progress = Progress(len(plan), log)
     for seed, v, rule in plan:
-        out = os.path.join(base, f"{args.regime}-{rule}-s{seed}")
+        out = os.path.join(base, designs.run_folder(name, args.regime, rule, seed, v))
         status = run_dirs.run_status(out, args.steps, log)
         progress.next(f"design {name}, seed {seed} ({v}), {rule}: {out}",
                       skipped=status == "finished")

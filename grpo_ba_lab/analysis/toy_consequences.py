@@ -160,8 +160,9 @@ def settings_problems(name: str, args: dict) -> list[str]:
 
 
 def _run_problems(name: str, run_dir: str, args: dict, metrics: list[dict], record: dict,
-                  settings: bool = True) -> list[str]:
-    """Why one run cannot stand for (its rule, its seed) of design `name` ([] if it can).
+                  settings: bool = True, variant_name: str = "") -> list[str]:
+    """Why one run cannot stand for (its rule, its unit) of design `name` ([] if it can):
+    `variant_name` is the variant it must have run on (default: its seed's).
     settings=False: only whether it finished (a demo may change the design's flags and machine)."""
     problems = []
     differing = settings_problems(name, args) if settings else []
@@ -171,7 +172,7 @@ def _run_problems(name: str, run_dir: str, args: dict, metrics: list[dict], reco
         problems.append(f"unfinished: no evaluation after its last update (step {args.get('steps')})")
     if not settings:
         return problems
-    variant_name = designs.variant_of(name, args.get("seed"))
+    variant_name = variant_name or designs.variant_of(name, args.get("seed"))
     variant = designs.VARIANTS[variant_name]
     for start in record.get("starts", []) or [{}]:
         machine = start.get("machine")
@@ -208,12 +209,21 @@ def cpu_model_problems(records: dict) -> list[str]:
             for model in sorted(by_model) if model != common for run_dir in sorted(by_model[model])]
 
 
+def ran_on(record: dict) -> str:
+    """The machine variant (designs.VARIANTS) a run's run.json says it ran on ('' if none)."""
+    machine = ((record.get("starts") or [{}])[0]).get("machine") or {}
+    return next((name for name, v in designs.VARIANTS.items()
+                 if machine.get("threads") == v["threads"]
+                 and str(machine.get("aten_cpu_capability", "")).lower() == v["cpu_capability"]), "")
+
+
 def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
-    """({rule: {seed: metrics}}, {seed: run.json}) of design `name` under runs_dir: exactly
-    its registered seeds x three rules, each finished, on its seed's machine variant, on the
-    CPU, all on one CPU model, each with the design's settings in every key of args.json but
-    MACHINE_KEYS. Anything missing, extra, duplicated or off is a ValueError that names every
-    such run (and key), so a report can never be drawn from a chosen subset.
+    """({rule: {unit: metrics}}, {unit: run.json}) of design `name` under runs_dir: exactly
+    its registered units (designs.units: seeds, or (seed, variant) in a crossed design) x
+    three rules, each finished, on its machine variant, on the CPU, all on one CPU model, each
+    with the design's settings in every key of args.json but MACHINE_KEYS. Anything missing,
+    extra, duplicated or off is a ValueError that names every such run (and key), so a report
+    can never be drawn from a chosen subset.
     `seeds`: expect only these registered seeds (the one-seed demo), not all of them."""
     registered = {seed for seed, _ in designs.registered_seeds(name)}
     if seeds is not None:
@@ -221,33 +231,49 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
             raise ValueError(f"design {name}: seed(s) {sorted(set(seeds) - registered)} are not registered "
                              f"(seeds {sorted(registered)})")
         registered = set(seeds)
+    expected = [(unit, v) for unit, seed, v in designs.units(name) if seed in registered]
+    both = designs.crossed(name)
     found, problems = {}, []
     for run_dir, args in run_dirs.saved_args(runs_dir):
-        key = (args.get("aggregator"), args.get("seed"))
         metrics = grpo_ba_run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
         record = grpo_ba_run.read_run_record(run_dir)
+        # in a crossed design the variant a run ran on is part of what it stands for
+        unit = (args.get("seed"), ran_on(record)) if both else args.get("seed")
+        key = (args.get("aggregator"), unit)
         if key in found:
-            problems.append(f"{run_dir}: duplicate of {found[key][0]} (rule {key[0]}, seed {key[1]})")
+            problems.append(f"{run_dir}: duplicate of {found[key][0]} (rule {key[0]}, {_unit_text(unit)})")
             continue
         found[key] = (run_dir, metrics, record)
         if args.get("design") != name:
             problems.append(f"{run_dir}: a run of design {args.get('design')!r}, not {name!r}")
-        elif key[1] not in registered or key[0] not in RULES:
-            problems.append(f"{run_dir}: extra: (rule {key[0]}, seed {key[1]}) is not registered for {name} "
-                            f"(seeds {sorted(registered)})")
+        elif unit not in dict(expected) or key[0] not in RULES:
+            problems.append(f"{run_dir}: extra: (rule {key[0]}, {_unit_text(unit)}) is not registered for "
+                            f"{name} (seeds {sorted(registered)})")
         else:
             problems += [f"{run_dir}: {p}" for p in _run_problems(name, run_dir, args, metrics, record,
-                                                                   settings=seeds is None)]
+                                                                   seeds is None, dict(expected)[unit])]
     if seeds is None:
         problems += cpu_model_problems({run_dir: record for run_dir, _, record in found.values()})
-    missing = [(rule, seed) for seed in sorted(registered) for rule in RULES if (rule, seed) not in found]
+    missing = [(rule, unit) for unit, _ in expected for rule in RULES if (rule, unit) not in found]
     if missing:
-        problems.append(f"missing under {runs_dir}: " + ", ".join(f"{r} seed {s}" for r, s in missing)
+        problems.append(f"missing under {runs_dir}: " + ", ".join(f"{r} {_unit_text(u)}" for r, u in missing)
                         + f" (python -m grpo_ba_lab.analysis.sweep --design {name} --output-dir {runs_dir} trains them)")
     if problems:
         raise ValueError(f"design {name}: the report needs exactly its registered runs:\n  " + "\n  ".join(problems))
-    by_rule = {rule: {seed: found[(rule, seed)][1] for seed in sorted(registered)} for rule in RULES}
-    return by_rule, {seed: found[("token", seed)][2] for seed in sorted(registered)}
+    by_rule = {rule: {unit: found[(rule, unit)][1] for unit, _ in expected} for rule in RULES}
+    return by_rule, {unit: found[("token", unit)][2] for unit, _ in expected}
+
+
+def _unit_text(unit) -> str:
+    return f"seed {unit[0]} on {unit[1] or 'no known variant'}" if isinstance(unit, tuple) else f"seed {unit}"
+
+
+def by_variant_units(name: str) -> dict:
+    """{variant: [(unit, seed)]}: the units each variant's own interval is over."""
+    out = {}
+    for unit, seed, variant in designs.units(name):
+        out.setdefault(variant, []).append((unit, seed))
+    return out
 
 
 # ------------------------------------------------------------------ runs -> tables
@@ -325,6 +351,12 @@ REGISTRATIONS = {
     "spread-room": dict(version=2, primaries=(), post_hoc=(),
                         earlier={("balanced - sequence", "last_acc"): 0.035}),
     "tilde-gap": dict(version=2, primaries=(), post_hoc=(), earlier={}),
+    # version 3: two primaries, registered before any of its runs (registrations/demo-band-v3.md);
+    # earlier: version 1's claims for the demo's world
+    "demo-band": dict(version=3, primaries=(("balanced - token", "last_acc"),
+                                            ("balanced - sequence", "last_acc")),
+                      post_hoc=(), earlier={("balanced - sequence", "last_acc"): 0.155,
+                                            ("balanced - token", "last_acc"): 0.080}),
 }
 
 
@@ -350,9 +382,9 @@ def claim_rows(name: str, by_rule: dict) -> list[dict]:
     for rule_a, rule_b in paired_stats.PAIRS:
         pair = f"{rule_a} - {rule_b}"
         for key, label, fn in METRICS:
-            by_variant = {variant: {s: fn(by_rule[rule_a][s]) - fn(by_rule[rule_b][s])
-                                    for s in seeds}
-                          for variant, seeds in DESIGNS[name]["seeds"].items()}
+            by_variant = {variant: {seed: fn(by_rule[rule_a][unit]) - fn(by_rule[rule_b][unit])
+                                    for unit, seed in pairs}
+                          for variant, pairs in by_variant_units(name).items()}
             test = paired_stats.claim_test(by_variant, registration["earlier"].get((pair, key)))
             tests[(pair, key)] = {**test, "pair": pair, "key": key, "metric": label,
                                   "label": row_label(name, pair, key)}
@@ -398,21 +430,33 @@ def seeds_table(name: str, by_rule: dict, records: dict) -> str:
     """One row per seed: its variant, the machine and warm-up it started from, its step 0."""
     lines = ["| seed | variant | CPU, kernels, threads | warm-up (source, sha256) | step-0 acc | wrong/right | std/mean |",
              "|---|---|---|---|---|---|---|"]
-    for seed in sorted(records):
-        variant, start = designs.variant_of(name, seed), records[seed]["starts"][0]
+    for unit in sorted(records):
+        seed, variant = unit if isinstance(unit, tuple) else (unit, designs.variant_of(name, unit))
+        start = records[unit]["starts"][0]
         m, w = start["machine"], start.get("warmup") or {}
-        first = by_rule["token"][seed][0]
+        first = by_rule["token"][unit][0]
         lines.append(f"| {seed} | {variant} | {m['cpu_model']}, {m['cpu_capability']}, {m['threads']} | "
-                     f"{w.get('source', '?')}, {str(w.get('sha256', ''))[:12]} | {first.get('accuracy', float('nan')):.3f} | "
+                     f"{w.get('source', '?')}, {str(w.get('sha256', ''))[:12]}{_draws_text(w)} | {first.get('accuracy', float('nan')):.3f} | "
                      f"{first.get('wrong_over_right', float('nan')):.2f} | {first.get('std_over_mean', float('nan')):.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def _draws_text(warmup: dict) -> str:
+    """A band warm-up's draws: which one entered the band, at which step."""
+    draws = warmup.get("draws")
+    if not draws:
+        return ""
+    return (f"; draw {len(draws)} of seed {draws[-1]['seed']} stopped at warm-up step "
+            f"{draws[-1]['steps']}")
 
 
 def design_report_text(name: str, by_rule: dict, records: dict) -> str:
     """consequences.md of a design: its seeds, then every (pair, metric) row with its label
     and verdict, then the per-rule table."""
-    return (f"Design {name} (version {designs.VERSION}, registered in {registration_file(name)}): "
-            f"{len(records)} seeds, each with its own warm-up, over the machine variants "
+    seeds = sorted({seed for _, seed, _ in designs.units(name)})
+    how = ("each on every variant" if designs.crossed(name) else "each on one variant")
+    return (f"Design {name} (version {designs.version(name)}, registered in {registration_file(name)}): "
+            f"{len(seeds)} seeds, {how}, each run with its own warm-up, over the machine variants "
             f"{', '.join(DESIGNS[name]['seeds'])}.\n\n" + seeds_table(name, by_rule, records) +
             f"\nEvery row ({CLAIM_RULE}):\n\n" + claims_table(name, by_rule) + "\n"
             + step0_text(by_rule) + "Per rule:\n\n" + per_rule_table(by_rule))

@@ -12,7 +12,7 @@ from grpo_ba_run import SetupError
 from grpo_ba_setup import (Task, check_model_path, format_prompt, load_model, load_tokenizer,
                            split_heldout, toy_task as world_task)
 from toy_tasks import ToyWorld, designs
-from toy_tasks.model import load_or_warmup_toy, load_warmup_file
+from toy_tasks.model import char_tokenizer, load_or_warmup_toy, load_warmup_file
 
 
 def toy_world(args) -> ToyWorld:
@@ -44,6 +44,14 @@ def toy_warmup(args, log=print):
             policy, tokenizer = load_warmup_file(path, sha256)
             return policy, tokenizer, {"source": "shipped", "path": os.path.relpath(path, designs.REPO),
                                        "sha256": sha256, "world": vars(world), "steps": steps, "seed": seed}
+    if args.warmup_band_high:
+        from grpo_ba import greedy_accuracy
+        from grpo_ba_lab.plumbing.band_warmup import band_warmup
+
+        def accuracy_of(model):
+            return greedy_accuracy(model, tokenizer, toy_task(args, tokenizer), args)["accuracy"]
+        tokenizer = char_tokenizer()
+        return band_warmup(args, world, steps, seed, accuracy_of, log)
     return load_or_warmup_toy(args.cache_dir, world, steps, seed, log)
 
 

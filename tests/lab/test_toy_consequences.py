@@ -136,7 +136,13 @@ def test_named_designs_are_the_pre_registered_version_2_settings():
     assert (spread.slip_style, spread.gap_size, spread.spread_size, spread.warmup_steps) == ("ramble", 18, 8, 1000)
     assert tc.DESIGNS["spread-room"]["seeds"] == {"native-2t": (40, 41, 42), "default-1t": (43, 44, 45)}
     assert tc.designs.VARIANTS == {"native-2t": {"cpu_capability": "", "threads": 2},
-                                   "default-1t": {"cpu_capability": "default", "threads": 1}}
+                                   "default-1t": {"cpu_capability": "default", "threads": 1},
+                                   "native-1t": {"cpu_capability": "", "threads": 1}}
+    # version 3 (registrations/demo-band-v3.md): 16 seeds, each on both one-thread variants
+    assert tc.DESIGNS["demo-band"]["seeds"] == {"native-1t": tuple(range(60, 76)),
+                                                "default-1t": tuple(range(60, 76))}
+    flags = tc.DESIGNS["demo-band"]["flags"]
+    assert (flags["warmup_band_low"], flags["warmup_band_high"], flags["steps"]) == (0.45, 0.60, 30)
 
 
 # ------------------------------------------------------------------ a design's report, whole
@@ -326,7 +332,7 @@ def test_with_six_seeds_per_variant_a_consistent_primary_holds_after_holm(tmp_pa
 def test_every_design_has_a_registration_file_of_its_version_with_at_most_two_primaries():
     for name in tc.DESIGNS:
         registration = tc.REGISTRATIONS[name]
-        assert registration["version"] == tc.designs.VERSION, name
+        assert registration["version"] == tc.designs.version(name), name
         path = tc.registration_file(name)
         assert os.path.exists(os.path.join(REPO, path)), path
         assert len(registration["primaries"]) <= 2
