@@ -279,6 +279,8 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
     1, one forward pass fewer). Non-finite loss or gradients skip the optimizer step."""
     T, device = batch.response_mask.shape[1], batch.response_mask.device
     mask = batch.response_mask.float()                                              # (B, T)
+    if getattr(args, "truncated", "keep") == "mask":   # the lab's DAPO overlong filter: a cut
+        mask = mask * (~batch.truncated).to(mask)[:, None]    # response leaves the loss, not A
     advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
     # The rule enters the update here and only here, as c_it = dJ_rule/dl_it. Each rule is
     # linear in l, and c depends on whole groups' masks and advantages, never on theta: taken

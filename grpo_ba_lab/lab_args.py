@@ -34,6 +34,8 @@ class LabArgs(grpo_ba_args.Args):
     spread_size: int = arg(0, "regime gap: half of all responses ramble this many tokens")
     slip_style: str = arg("ramble", "what a ramble writes: ramble (~) or loop (the sum repeated)")
     force_frac: float = arg(0.3, "fraction of responses whose start the environment forces")
+    endless_slips: float = arg(0.0, "fraction of the corpus's slips that never end: the warm-up "
+                                    "learns wrong answers that run to the length cap")
     warmup_steps: int = arg(0, "supervised warm-up steps, cached (0: 600 for gap, 1000 for "
                                "variance)")
     warmup_seed: int = arg(0, "seed of the warm-up; -1: the run's --seed (each seed its own)")
@@ -67,6 +69,8 @@ class LabArgs(grpo_ba_args.Args):
     lora_alpha: float = arg(0.0, "LoRA scale alpha / R (0: alpha = R)")
     lora_target_modules: str = arg("all-linear", "comma-separated module names, or all-linear")
     attn_implementation: str = arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
+    truncated: str = arg("keep", "a response cut at --max-new-tokens: keep it in the loss, or "
+                                 "mask it out (DAPO's overlong filter; its advantage still counts)")
     rollout_engine: str = arg("generate", "generate (the reference) | static | paged: the same "
                                           "tokens, faster on a GPU (docs/gpu-rollouts.md)")
 
@@ -83,7 +87,8 @@ PRESETS = {
                             lora_alpha=64, lora_target_modules="all-linear"),
 }
 CHOICES = {**grpo_ba_args.CHOICES, "regime": REGIMES, "gap_sign": GAP_SIGNS,
-           "slip_style": SLIP_STYLES, "rollout_engine": rollout_engines.ENGINES,
+           "slip_style": SLIP_STYLES, "truncated": ("keep", "mask"),
+           "rollout_engine": rollout_engines.ENGINES,
            "report_to": report_to.BACKENDS, "preset": ("", *PRESETS),
            "design": (designs.AUTO, designs.NO_DESIGN, *designs.DESIGNS)}   # the band designs too
 # Flags that change where or how fast a run runs, or what it reports, never what it

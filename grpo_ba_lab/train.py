@@ -29,7 +29,7 @@ def train(args: lab_args.LabArgs, log=print) -> str:
     eval_sets = {}
 
     def build(args, log):
-        policy, tokenizer, task = lm_setup.build(args, log)   # checks every --dataset row
+        policy, tokenizer, task = lm_setup.build(args, log, grpo_ba.greedy_accuracy)
         if args.lora_rank:                                    # adapters over a frozen base
             device = grpo_ba_run.pick_device(args.device)
             policy = lora.add_adapters(policy, args, device.type)

@@ -91,14 +91,15 @@ class ToyWorld:
     plain_slip: float = 0.1     # corpus slip rate on the others
     spread_size: int = 0        # regime gap: half of all responses ramble this long
     slip_style: str = "ramble"  # "ramble": `~`; "loop": the sum just written, repeated (H1)
+    endless_slips: float = 0.0  # fraction of slips that ramble past the corpus width, no EOS
 
     def __post_init__(self):
         if self.regime not in REGIMES:
             raise ValueError(f"unknown regime {self.regime!r}; choose from {REGIMES}")
         if self.gap_sign not in GAP_SIGNS:
             raise ValueError(f"unknown gap sign {self.gap_sign!r}; choose from {GAP_SIGNS}")
-        if not 0.0 <= self.force_frac <= 1.0:
-            raise ValueError("force_frac must lie in [0, 1]")
+        if not (0.0 <= self.force_frac <= 1.0 and 0.0 <= self.endless_slips <= 1.0):
+            raise ValueError("force_frac and endless_slips must lie in [0, 1]")
         if self.gap_size < 0 or self.spread_size < 0:
             raise ValueError("gap_size and spread_size cannot be negative")
         if self.slip_style not in SLIP_STYLES:
@@ -130,6 +131,8 @@ class ToyWorld:
         ramble = self.gap_size if slip and self.gap_sign == "wrong-long" else 0  # a slip rambles
         if self.spread_size and rng.random() < 0.5:         # spread: half ramble, right or wrong
             ramble = max(ramble, self.spread_size)          # (a longer ramble, 40+, is not learned)
+        if ramble and slip and self.endless_slips and rng.random() < self.endless_slips:
+            return f"{first} {self._write_ramble(rng, 4 * self.longest_response(), first)}"
         if ramble:
             return f"{first} {self._write_ramble(rng, ramble, first)} {last}"
         if self.gap_sign == "right-long" and rng.random() < 0.05:  # rare: not the model's pick

@@ -132,33 +132,9 @@ def course_designs() -> tuple:
     return tuple(name for name, d in DESIGNS.items() if not d.get("lab"))
 
 
-def version(name: str) -> int:
-    """The registration version of a design's current settings."""
-    return DESIGNS[name].get("version", VERSION)
-
-
-def crossed(name: str) -> bool:
-    """Whether every seed of the design runs on every machine variant."""
-    seeds = list(DESIGNS[name]["seeds"].values())
-    return all(s == seeds[0] for s in seeds)
-
-
 def registered_seeds(name: str) -> list[tuple[int, str]]:
     """[(seed, variant)] of a design, in the order the lab's sweep runs them."""
     return [(seed, variant) for variant, seeds in DESIGNS[name]["seeds"].items() for seed in seeds]
-
-
-def units(name: str) -> list[tuple]:
-    """[(unit, seed, variant)]: a design's runs of one rule. A unit is the seed, or in a
-    crossed design (seed, variant): there a seed runs once on each variant."""
-    both = crossed(name)
-    return [((seed, variant) if both else seed, seed, variant)
-            for seed, variant in registered_seeds(name)]
-
-
-def run_folder(name: str, regime: str, rule: str, seed: int, variant: str) -> str:
-    """The folder of one run of a design, under the design's runs folder."""
-    return f"{regime}-{rule}-s{seed}" + (f"-{variant}" if crossed(name) else "")
 
 
 def variant_of(name: str, seed: int) -> str:

@@ -107,6 +107,8 @@ def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> 
     corpus = {k: v for k, v in vars(world).items() if k != "force_frac"}   # RL-only setting
     if corpus.get("slip_style") == "ramble":   # the default style keeps its old keys (and caches)
         del corpus["slip_style"]
+    if not corpus.get("endless_slips"):         # so does a world without endless slips
+        corpus.pop("endless_slips", None)
     # the floating-point path is part of the key: a long warm-up trained with other kernels or
     # threads is another policy (docs/toy-designs.md), and must never be served in its place
     fp_path = {"cpu_capability": torch.backends.cpu.get_cpu_capability(),

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 import grpo_ba_run
-from grpo_ba_lab.analysis import report
+from grpo_ba_lab.analysis import report, toy_consequences
 from grpo_ba_args import RULES, UsageError, arg, run_command
 from grpo_ba_lab.lab_args import check_args, parse_command
 from grpo_ba_lab.train import train
@@ -105,7 +105,7 @@ def run_design(args, log=print, variant: str = "") -> str:
             if not variant or v == variant]
     progress = Progress(len(plan), log)
     for seed, v, rule in plan:
-        out = os.path.join(base, designs.run_folder(name, args.regime, rule, seed, v))
+        out = os.path.join(base, toy_consequences.run_folder(name, args.regime, rule, seed, v))
         status = run_dirs.run_status(out, args.steps, log)
         progress.next(f"design {name}, seed {seed} ({v}), {rule}: {out}",
                       skipped=status == "finished")

@@ -57,7 +57,7 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
         policy, tokenizer = lm_setup.load_warmup_file(*shipped)
         task = lm_setup.toy_task(args, tokenizer)
     else:
-        policy, tokenizer, task = lm_setup.build(args, log=lambda *a: None)
+        policy, tokenizer, task = lm_setup.build(args, lambda *a: None, grpo_ba.greedy_accuracy)
     lengths, rewards = [], []
     for b in range(batches):                       # what steps 0..batches-1 of a run sample, before any update
         step_seed = grpo_ba_run.seed_step(seed, b)
@@ -68,6 +68,32 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
     lengths, rewards = torch.cat(lengths), torch.cat(rewards)
     accuracy = grpo_ba.evaluate(policy, tokenizer, task, task.heldout[:eval_prompts], args)
     return {**length_stats(lengths, rewards), "reward": rewards.float().mean().item(), "accuracy": accuracy}
+
+
+# ------------------------------------------------------------------ a design's units
+
+def version(name: str) -> int:
+    """The registration version of a design's current settings."""
+    return designs.DESIGNS[name].get("version", designs.VERSION)
+
+
+def crossed(name: str) -> bool:
+    """Whether every seed of the design runs on every machine variant."""
+    seeds = list(designs.DESIGNS[name]["seeds"].values())
+    return all(s == seeds[0] for s in seeds)
+
+
+def units(name: str) -> list[tuple]:
+    """[(unit, seed, variant)]: a design's runs of one rule. A unit is the seed, or in a
+    crossed design (seed, variant): there a seed runs once on each variant."""
+    both = crossed(name)
+    return [((seed, variant) if both else seed, seed, variant)
+            for seed, variant in designs.registered_seeds(name)]
+
+
+def run_folder(name: str, regime: str, rule: str, seed: int, variant: str) -> str:
+    """The folder of one run of a design, under the design's runs folder."""
+    return f"{regime}-{rule}-s{seed}" + (f"-{variant}" if crossed(name) else "")
 
 
 # ------------------------------------------------------------------ per-run numbers (pre-registered)
@@ -231,8 +257,8 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
             raise ValueError(f"design {name}: seed(s) {sorted(set(seeds) - registered)} are not registered "
                              f"(seeds {sorted(registered)})")
         registered = set(seeds)
-    expected = [(unit, v) for unit, seed, v in designs.units(name) if seed in registered]
-    both = designs.crossed(name)
+    expected = [(unit, v) for unit, seed, v in units(name) if seed in registered]
+    both = crossed(name)
     found, problems = {}, []
     for run_dir, args in run_dirs.saved_args(runs_dir):
         metrics = grpo_ba_run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
@@ -271,7 +297,7 @@ def _unit_text(unit) -> str:
 def by_variant_units(name: str) -> dict:
     """{variant: [(unit, seed)]}: the units each variant's own interval is over."""
     out = {}
-    for unit, seed, variant in designs.units(name):
+    for unit, seed, variant in units(name):
         out.setdefault(variant, []).append((unit, seed))
     return out
 
@@ -453,9 +479,9 @@ def _draws_text(warmup: dict) -> str:
 def design_report_text(name: str, by_rule: dict, records: dict) -> str:
     """consequences.md of a design: its seeds, then every (pair, metric) row with its label
     and verdict, then the per-rule table."""
-    seeds = sorted({seed for _, seed, _ in designs.units(name)})
-    how = ("each on every variant" if designs.crossed(name) else "each on one variant")
-    return (f"Design {name} (version {designs.version(name)}, registered in {registration_file(name)}): "
+    seeds = sorted({seed for _, seed, _ in units(name)})
+    how = ("each on every variant" if crossed(name) else "each on one variant")
+    return (f"Design {name} (version {version(name)}, registered in {registration_file(name)}): "
             f"{len(seeds)} seeds, {how}, each run with its own warm-up, over the machine variants "
             f"{', '.join(DESIGNS[name]['seeds'])}.\n\n" + seeds_table(name, by_rule, records) +
             f"\nEvery row ({CLAIM_RULE}):\n\n" + claims_table(name, by_rule) + "\n"

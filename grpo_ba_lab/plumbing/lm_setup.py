@@ -18,7 +18,7 @@ from toy_tasks.model import char_tokenizer, load_or_warmup_toy, load_warmup_file
 def toy_world(args) -> ToyWorld:
     """The toy environment that grpo_ba.Args describe."""
     return ToyWorld(args.regime, args.gap_sign, args.gap_size, args.force_frac, spread_size=args.spread_size,
-                    slip_style=args.slip_style)
+                    slip_style=args.slip_style, endless_slips=args.endless_slips)
 
 
 def warmup_seed(args) -> int:
@@ -26,10 +26,11 @@ def warmup_seed(args) -> int:
     return args.seed if args.warmup_seed < 0 else args.warmup_seed
 
 
-def toy_warmup(args, log=print):
+def toy_warmup(args, log=print, score=None):
     """(policy, tokenizer, record) of the warm-up a toy run starts from: the file shipped
     for its design and seed when the run uses the design's own toy settings (the same
-    start on every machine), else the cache, else a fresh warm-up."""
+    start on every machine), else the cache, else a fresh warm-up (stopped inside
+    --warmup-band-low/high, checked by `score`, grpo_ba.greedy_accuracy's signature)."""
     world = toy_world(args)
     steps = args.warmup_steps or designs.WARMUP_STEPS[args.regime]
     seed = warmup_seed(args)
@@ -45,12 +46,14 @@ def toy_warmup(args, log=print):
             return policy, tokenizer, {"source": "shipped", "path": os.path.relpath(path, designs.REPO),
                                        "sha256": sha256, "world": vars(world), "steps": steps, "seed": seed}
     if args.warmup_band_high:
-        from grpo_ba import greedy_accuracy
         from grpo_ba_lab.plumbing.band_warmup import band_warmup
+        if score is None:
+            raise SetupError("a band warm-up needs a score to check it (python -m grpo_ba_lab.train "
+                             "passes grpo_ba.greedy_accuracy)")
+        tokenizer, task = char_tokenizer(), None
 
         def accuracy_of(model):
-            return greedy_accuracy(model, tokenizer, toy_task(args, tokenizer), args)["accuracy"]
-        tokenizer = char_tokenizer()
+            return score(model, tokenizer, task or toy_task(args, tokenizer), args)["accuracy"]
         return band_warmup(args, world, steps, seed, accuracy_of, log)
     return load_or_warmup_toy(args.cache_dir, world, steps, seed, log)
 
@@ -60,8 +63,9 @@ def toy_task(args, tokenizer, warmup: dict | None = None) -> Task:
     return world_task(toy_world(args), tokenizer, warmup)
 
 
-def build(args, log=print):
-    """The policy, its tokenizer and the task: the toy (default) or --model/--dataset."""
+def build(args, log=print, score=None):
+    """The policy, its tokenizer and the task: the toy (default) or --model/--dataset.
+    `score`: what checks a band warm-up (toy_warmup)."""
     if args.model:
         if not args.dataset:
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
@@ -82,7 +86,7 @@ def build(args, log=print):
         policy = load_model(model_path, args.attn_implementation)
         task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "", report)
     else:
-        policy, tokenizer, warmup = toy_warmup(args, log)
+        policy, tokenizer, warmup = toy_warmup(args, log, score)
         task = toy_task(args, tokenizer, warmup)
     if args.gradient_checkpointing:
         getattr(policy, "activation_checkpointing_enable", policy.gradient_checkpointing_enable)()

@@ -153,15 +153,17 @@ import json
 RULES = ("token", "sequence", "balanced")
 
 
-def _design_run(root, name, rule, seed, last, cpu="Test CPU 1", trained_on="cpu", **changes):
+def _design_run(root, name, rule, seed, last, cpu="Test CPU 1", trained_on="cpu", on="", **changes):
     """A finished run of design `name` as the design sweep writes it: args.json with the
     design's settings (`changes` on top), metrics ending in the evaluation after the last
-    update (`last`), run.json with its seed's machine variant on CPU `cpu`, device `trained_on`."""
-    variant = tc.designs.VARIANTS[tc.designs.variant_of(name, seed)]
+    update (`last`), run.json with its machine variant (`on`, default its seed's) on CPU
+    `cpu`, device `trained_on`."""
+    on = on or tc.designs.variant_of(name, seed)
+    variant = tc.designs.VARIANTS[on]
     args = dataclasses.asdict(parse_args(["--design", name, "--aggregator", rule,
                                           "--seed", str(seed)]))
-    args.update(output_dir=str(root / f"gap-{rule}-s{seed}"), threads=variant["threads"], **changes)
-    run = root / f"gap-{rule}-s{seed}"
+    run = root / tc.run_folder(name, "gap", rule, seed, on)
+    args.update(output_dir=str(run), threads=variant["threads"], **changes)
     run.mkdir(parents=True)
     (run / "args.json").write_text(json.dumps(args))
     lines = [{"step": step, "accuracy": 0.4 + (last - 0.4) * step / args["steps"],
@@ -332,7 +334,7 @@ def test_with_six_seeds_per_variant_a_consistent_primary_holds_after_holm(tmp_pa
 def test_every_design_has_a_registration_file_of_its_version_with_at_most_two_primaries():
     for name in tc.DESIGNS:
         registration = tc.REGISTRATIONS[name]
-        assert registration["version"] == tc.designs.version(name), name
+        assert registration["version"] == tc.version(name), name
         path = tc.registration_file(name)
         assert os.path.exists(os.path.join(REPO, path)), path
         assert len(registration["primaries"]) <= 2
@@ -362,3 +364,69 @@ def test_every_detectable_difference_in_toy_designs_md_is_computed_from_its_rows
             assert (low <= float(earlier) <= high) == (where == "inside"), row
             checked += 1
     assert checked >= 12
+
+
+# ------------------------------------------------------------------ a crossed design (version 3)
+
+def _crossed(root, last=None, skip=()):
+    """Every registered (rule, seed, variant) of demo-band; last(rule, seed, variant)."""
+    base = {"token": 0.5, "sequence": 0.45, "balanced": 0.55}
+    last = last or (lambda rule, seed, variant: base[rule] + (seed % 7) / 1000)
+    for _, seed, variant in tc.units("demo-band"):
+        for rule in RULES:
+            if (rule, seed, variant) not in skip:
+                _design_run(root, "demo-band", rule, seed, last(rule, seed, variant), on=variant)
+
+
+def test_a_crossed_design_runs_every_seed_on_every_variant_and_keys_runs_by_both(tmp_path):
+    assert tc.crossed("demo-band") and not tc.crossed("loop-gap")
+    assert tc.run_folder("demo-band", "gap", "token", 60, "native-1t") == "gap-token-s60-native-1t"
+    assert tc.run_folder("loop-gap", "gap", "token", 30, "native-2t") == "gap-token-s30"
+    _crossed(tmp_path)
+    by_rule, records = tc.design_runs(str(tmp_path), "demo-band")
+    seeds = tuple(range(60, 76))
+    assert sorted(by_rule["balanced"]) == sorted((s, v) for s in seeds for v in ("default-1t", "native-1t"))
+    assert len(records) == 32
+    rows = {(r["pair"], r["key"]): r for r in tc.claim_rows("demo-band", by_rule)}
+    row = rows[("balanced - token", "last_acc")]
+    # the pooled interval is over 16 seeds (each the mean of its two variants), each variant's over 16
+    assert row["n"] == 16 and {v: part["n"] for v, part in row["variants"].items()} == {
+        "native-1t": 16, "default-1t": 16}
+    assert row["label"] == "primary" and rows[("balanced - sequence", "last_acc")]["label"] == "primary"
+    report = tc.design_report_text("demo-band", by_rule, records)
+    assert "16 seeds, each on every variant" in report and "Holm over 2 primaries" in report
+
+
+def test_a_crossed_design_refuses_a_seed_missing_on_one_variant_by_seed_and_variant(tmp_path):
+    _crossed(tmp_path, skip={("sequence", 61, "default-1t")})
+    refusal = _refusal(tmp_path, "demo-band")
+    assert "missing under" in refusal and "sequence seed 61 on default-1t" in refusal
+
+
+def test_a_crossed_designs_run_on_an_unregistered_variant_is_refused(tmp_path):
+    _crossed(tmp_path, skip={("token", 60, "native-1t")})
+    _design_run(tmp_path, "demo-band", "token", 60, 0.5, on="native-2t")
+    refusal = _refusal(tmp_path, "demo-band")
+    assert "extra: (rule token, seed 60 on native-2t) is not registered" in refusal
+    assert "token seed 60 on native-1t" in refusal                      # and the one it lacks
+
+
+def test_a_crossed_claim_fails_when_one_variant_alone_does_not_show_it(tmp_path):
+    # balanced ahead by ~0.03 on native-1t; on default-1t the differences scatter around 0: the
+    # pooled interval still excludes 0, but default-1t's own does not, so the claim is refused
+    noise = [0.02, -0.02, 0.015, -0.015, 0.01, -0.01, 0.025, -0.025] * 2
+
+    def last(rule, seed, variant):
+        if rule != "balanced":
+            return 0.5
+        return 0.5 + (0.03 + (seed % 3) / 1000 if variant == "native-1t" else noise[seed - 60])
+    _crossed(tmp_path, last)
+    by_rule, _ = tc.design_runs(str(tmp_path), "demo-band")
+    row = {(r["pair"], r["key"]): r for r in tc.claim_rows("demo-band", by_rule)}[
+        ("balanced - token", "last_acc")]
+    assert row["excludes_zero"]                                      # pooled: excludes 0
+    assert not row["variants"]["default-1t"]["excludes_zero"]
+    assert any("default-1t" in why for why in row["why"])
+    # not "holds"; and its pooled interval excludes version 1's +0.080, so: contradicted
+    assert row["verdict"] == "contradicted"
+    assert "the earlier +0.080 lies outside the interval" in row["verdict_text"]
