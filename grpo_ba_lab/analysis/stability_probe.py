@@ -56,9 +56,10 @@ def probe_args(setting: str, rule: str, seed: int, out: str, threads: int):
 
 
 def run_probe(out: str, settings, seeds, threads: int = 1, cache_dir: str = "", log=print):
-    """Trains every (setting, seed, rule) not yet finished, one after another."""
+    """Trains every (setting, seed, rule) not yet finished, one after another: each seed
+    under every setting before the next seed, so a probe stopped early covers every setting."""
     from grpo_ba_lab.train import train
-    plan = [(s, seed, rule) for s in settings for seed in seeds for rule in RULES]
+    plan = [(s, seed, rule) for seed in seeds for s in settings for rule in RULES]
     for k, (setting, seed, rule) in enumerate(plan, 1):
         args = probe_args(setting, rule, seed, out, threads)
         if cache_dir:
