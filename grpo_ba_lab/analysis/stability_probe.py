@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import os
 
+import grpo_ba_run
 from grpo_ba_args import RULES
 from grpo_ba_lab.analysis import paired_stats
 from grpo_ba_lab.analysis.toy_consequences import peak_accuracy, peak_to_last_drop
@@ -173,15 +174,14 @@ def probe_figure(found: dict, path: str):
 
 
 def report(out: str, log=print) -> str:
+    """probe.md and probe.png from the finished runs under `out`; returns probe.md's text."""
     found = collect(out)
     if not found:
         raise ValueError(f"no finished probe runs under {out!r}")
-    text = report_text(found)
-    with open(os.path.join(out, "probe.md"), "w") as f:
-        f.write(text)
-    probe_figure(found, os.path.join(out, "probe.png"))
-    log(text)
-    log(f"wrote {os.path.join(out, 'probe.md')} and {os.path.join(out, 'probe.png')}")
+    text, table, figure = report_text(found), os.path.join(out, "probe.md"), os.path.join(out, "probe.png")
+    grpo_ba_run.write_atomic(table, text)
+    probe_figure(found, figure)
+    log(text + f"wrote {table} and {figure}")
     return text
 
 
