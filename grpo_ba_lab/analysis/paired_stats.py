@@ -293,8 +293,16 @@ def verdict_text(test: dict, word: str, digits: int = 3) -> str:
         return f"{word}; differences of {seen:.{digits}f} or more would have been seen"
     if word == CONTRADICTED:
         if test["p_earlier"] is not None and test["p_earlier"] < ALPHA:
-            return f"{word} (the earlier {test['earlier']:+.{digits}f} lies outside the interval)"
+            text = f"{word} (the earlier {test['earlier']:+.{digits}f} lies outside the interval)"
+            other_side_holds = test["p_claim"] < ALPHA and _sign(test["mean"]) != _sign(test["earlier"])
+            if not other_side_holds and not math.isinf(test["claim_detectable"]):
+                # the earlier value is refuted, and no difference from 0 was seen either
+                text += (f"; a difference from 0 not detected, differences of "
+                         f"{test['claim_detectable']:.{digits}f} or more would have been seen")
+            return text
         return f"{word} (holds with the other sign than the earlier {test['earlier']:+.{digits}f})"
+    if word == HOLDS and test["p_earlier"] is not None and test["p_earlier"] < ALPHA:
+        return f"{word}, but not at the earlier {test['earlier']:+.{digits}f} (it lies outside the interval)"
     return word
 
 

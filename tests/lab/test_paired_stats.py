@@ -247,3 +247,29 @@ def test_the_command_prints_what_a_printed_interval_could_see(capsys):
     assert ps.main(["--interval", "-0.007", "0.055", "--seeds", "6"]) == 0
     printed = capsys.readouterr().out
     assert "detectable at 80% power with 6 seeds: 0.0421; seeds to detect 0.02: 20" in printed
+
+
+def test_a_contradicted_row_that_sees_no_difference_from_0_says_what_it_could_have_seen():
+    # demo-band's balanced - token: version 1's +0.080 lies outside, and 0 lies inside
+    noisy = {"native-1t": {s: 0.01 + (-1) ** s * 0.02 for s in range(8)},
+             "default-1t": {s: 0.005 + (-1) ** s * 0.015 for s in range(8)}}
+    test = ps.claim_test(noisy, earlier=0.080)
+    assert test["low"] < 0 < test["high"] < 0.080 and ps.verdict(test) == ps.CONTRADICTED
+    text = ps.verdict_text(test, ps.CONTRADICTED)
+    assert text.startswith("contradicted (the earlier +0.080 lies outside the interval); a difference "
+                           "from 0 not detected, differences of ")
+    assert f"{test['claim_detectable']:.3f} or more would have been seen" in text
+    flipped = ps.claim_test(_nested([-0.05, -0.052, -0.048, -0.051, -0.049, -0.05],
+                                    [-0.03, -0.035, -0.025, -0.032, -0.028, -0.03]), earlier=0.01)
+    assert "not detected" not in ps.verdict_text(flipped, ps.CONTRADICTED)   # it holds, other sign
+
+
+def test_a_row_that_holds_below_an_earlier_claim_says_the_earlier_value_lies_outside():
+    # demo-band's balanced - sequence: holds at about +0.04, version 1 claimed +0.155
+    steady = {"native-1t": {s: 0.044 + (-1) ** s * 0.01 for s in range(8)},
+              "default-1t": {s: 0.034 + (-1) ** s * 0.012 for s in range(8)}}
+    test = ps.claim_test(steady, earlier=0.155)
+    assert ps.verdict(test) == ps.HOLDS
+    assert ps.verdict_text(test, ps.HOLDS) == ("holds, but not at the earlier +0.155 "
+                                               "(it lies outside the interval)")
+    assert ps.verdict_text(ps.claim_test(steady), ps.HOLDS) == "holds"
