@@ -490,7 +490,19 @@ def design_report_text(name: str, by_rule: dict, records: dict) -> str:
             f"{len(seeds)} seeds, {how}, each run with its own warm-up, over the machine variants "
             f"{', '.join(DESIGNS[name]['seeds'])}.\n\n" + seeds_table(name, by_rule, records) +
             f"\nEvery row ({CLAIM_RULE}):\n\n" + claims_table(name, by_rule) + "\n"
-            + step0_text(by_rule) + "Per rule:\n\n" + per_rule_table(by_rule))
+            + spread_text(name, by_rule) + step0_text(by_rule) + "Per rule:\n\n"
+            + per_rule_table(by_rule))
+
+
+def spread_text(name: str, by_rule: dict) -> str:
+    """The primaries' sd of the paired differences (pooled and per variant) and what the whole
+    rule could detect with them: what the registration's power statement assumed, measured."""
+    lines = [f"- {r['pair']}, {r['metric']}: sd {r['sd']:.3f} pooled, "
+             + ", ".join(f"{v['sd']:.3f} on {k}" for k, v in r["variants"].items() if v["sd"] is not None)
+             + f"; the whole rule detects {r['claim_detectable']:.3f} at 80% power"
+             for r in claim_rows(name, by_rule) if r["label"].startswith("primary")]
+    return ("The primaries' spread (sd of the paired differences):\n\n" + "\n".join(lines) + "\n\n"
+            if lines else "")
 
 
 def step0_text(by_rule: dict) -> str:
