@@ -43,6 +43,13 @@ SETTINGS = {
     "hot-mask": ("as hot-keep, truncated answers masked", BASE + LOOP + HOT + ["--truncated", "mask"]),
     "tilde-hot-keep": ("as hot-keep with `~` rambles (a token right answers never use)",
                        BASE + HOT),
+    # added after the five above had run (every rule fell from step 0 at lr >= 3e-4): the
+    # designs' lr, where nothing fell, with 4 inner updates and twice the steps
+    "slow-keep": ("loops in digits, endless slips, lr 1e-4, 4 inner updates, 300 steps; kept",
+                  BASE + LOOP + ["--lr", "1e-4", "--inner-updates", "4", "--steps", "300"]),
+    "slow-mask": ("as slow-keep, truncated answers masked",
+                  BASE + LOOP + ["--lr", "1e-4", "--inner-updates", "4", "--steps", "300",
+                                 "--truncated", "mask"]),
 }
 
 
