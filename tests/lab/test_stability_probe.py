@@ -60,3 +60,31 @@ def test_the_report_reads_the_runs_on_disk_and_counts_collapses(tmp_path):
     assert "token 1/1, sequence 0/1, balanced 0/1" in text
     assert "token collapses in half its seeds or more while balanced never does" in text
     assert (tmp_path / "probe.png").stat().st_size > 10_000
+
+
+def test_every_number_of_the_probes_page_is_in_its_committed_report():
+    import os
+    import re
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(repo, "docs", "stability-probe.md")) as f:
+        results = f.read().split("## What each rule did")[1]
+    with open(os.path.join(repo, "assets", "stability-probe", "probe.md")) as f:
+        report = f.read()
+    numbers = re.findall(r"(?<![\d/])\d\.\d{3}(?!\d)", results)
+    assert len(numbers) >= 8
+    assert [n for n in numbers if n not in report] == []
+    for line in (l for l in results.splitlines() if l.startswith("- ") and "/" in l and ":" in l):
+        assert line in report, line                  # the collapse counts, verbatim
+
+
+def test_the_pages_smallest_setting_is_the_probes_slow_mask_run():
+    import dataclasses
+    import os
+    import re
+    from grpo_ba_lab.lab_args import parse_args
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(repo, "docs", "stability-probe.md")) as f:
+        command = re.search(r"python -m grpo_ba_lab\.train (.*?)(?:\n\n|\n?\Z)", f.read(), re.S).group(1)
+    typed = dataclasses.asdict(parse_args(command.replace("\\", " ").split()))
+    probe = dataclasses.asdict(sp.probe_args("slow-mask", "balanced", 900, "/x", 1))
+    assert {k for k in typed if typed[k] != probe[k]} == {"output_dir", "threads"}
