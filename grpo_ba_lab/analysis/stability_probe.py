@@ -81,25 +81,20 @@ def run_probe(out: str, settings, seeds, threads: int = 1, cache_dir: str = "", 
 
 # ------------------------------------------------------------------ what each run did
 
-def _late(metrics, key: str, fraction: float = 0.2) -> float:
-    """Mean of a per-step metric over the last `fraction` of the training steps."""
+def _fifth(metrics, key: str, last: bool = True) -> float:
+    """Mean of a per-step metric over the last (or first) fifth of the training steps."""
     steps = run_dirs.step_lines(metrics)[0]
-    tail = steps[-max(1, int(len(steps) * fraction)):]
-    return paired_stats.mean_finite(m.get(key) for m in tail)
-
-
-def _early(metrics, key: str, fraction: float = 0.2) -> float:
-    steps = run_dirs.step_lines(metrics)[0]
-    return paired_stats.mean_finite(m.get(key) for m in steps[:max(1, int(len(steps) * fraction))])
+    n = max(1, len(steps) // 5)
+    return paired_stats.mean_finite(m.get(key) for m in (steps[-n:] if last else steps[:n]))
 
 
 def run_summary(metrics: list[dict]) -> dict:
     """The probe's numbers of one run (late = the last fifth of the steps)."""
     return {"step0": paired_stats.evaluations(metrics)[1][0], "peak": peak_accuracy(metrics),
             "last": paired_stats.last_accuracy(metrics), "drop": peak_to_last_drop(metrics),
-            "truncated": _late(metrics, "truncated_frac"), "entropy": _late(metrics, "entropy"),
-            "len_wrong": _late(metrics, "len_wrong"),
-            "pg_drift": _late(metrics, "pg_loss") - _early(metrics, "pg_loss")}
+            "truncated": _fifth(metrics, "truncated_frac"), "entropy": _fifth(metrics, "entropy"),
+            "len_wrong": _fifth(metrics, "len_wrong"),
+            "pg_drift": _fifth(metrics, "pg_loss") - _fifth(metrics, "pg_loss", last=False)}
 
 
 def collect(out: str) -> dict:

@@ -262,7 +262,7 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
             raise ValueError(f"design {name}: seed(s) {sorted(set(seeds) - registered)} are not registered "
                              f"(seeds {sorted(registered)})")
         registered = set(seeds)
-    expected = [(unit, v) for unit, seed, v in units(name) if seed in registered]
+    expected = {unit: v for unit, seed, v in units(name) if seed in registered}   # unit -> variant
     both = crossed(name)
     found, problems = {}, []
     for run_dir, args in run_dirs.saved_args(runs_dir):
@@ -277,22 +277,22 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
         found[key] = (run_dir, metrics, record)
         if args.get("design") != name:
             problems.append(f"{run_dir}: a run of design {args.get('design')!r}, not {name!r}")
-        elif unit not in dict(expected) or key[0] not in RULES:
+        elif unit not in expected or key[0] not in RULES:
             problems.append(f"{run_dir}: extra: (rule {key[0]}, {_unit_text(unit)}) is not registered for "
                             f"{name} (seeds {sorted(registered)})")
         else:
             problems += [f"{run_dir}: {p}" for p in _run_problems(name, run_dir, args, metrics, record,
-                                                                   seeds is None, dict(expected)[unit])]
+                                                                   seeds is None, expected[unit])]
     if seeds is None:
         problems += cpu_model_problems({run_dir: record for run_dir, _, record in found.values()})
-    missing = [(rule, unit) for unit, _ in expected for rule in RULES if (rule, unit) not in found]
+    missing = [(rule, unit) for unit in expected for rule in RULES if (rule, unit) not in found]
     if missing:
         problems.append(f"missing under {runs_dir}: " + ", ".join(f"{r} {_unit_text(u)}" for r, u in missing)
                         + f" (python -m grpo_ba_lab.analysis.sweep --design {name} --output-dir {runs_dir} trains them)")
     if problems:
         raise ValueError(f"design {name}: the report needs exactly its registered runs:\n  " + "\n  ".join(problems))
-    by_rule = {rule: {unit: found[(rule, unit)][1] for unit, _ in expected} for rule in RULES}
-    return by_rule, {unit: found[("token", unit)][2] for unit, _ in expected}
+    by_rule = {rule: {unit: found[(rule, unit)][1] for unit in expected} for rule in RULES}
+    return by_rule, {unit: found[("token", unit)][2] for unit in expected}
 
 
 def _unit_text(unit) -> str:

@@ -50,10 +50,11 @@ def toy_warmup(args, log=print, score=None):
         if score is None:
             raise SetupError("a band warm-up needs a score to check it (python -m grpo_ba_lab.train "
                              "passes grpo_ba.greedy_accuracy)")
-        tokenizer, task = char_tokenizer(), None
+        tokenizer = char_tokenizer()
+        task = toy_task(args, tokenizer)          # built once: every check reads its held-out rows
 
         def accuracy_of(model):
-            return score(model, tokenizer, task or toy_task(args, tokenizer), args)["accuracy"]
+            return score(model, tokenizer, task, args)["accuracy"]
         return band_warmup(args, world, steps, seed, accuracy_of, log)
     return load_or_warmup_toy(args.cache_dir, world, steps, seed, log)
 
