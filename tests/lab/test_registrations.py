@@ -2,6 +2,7 @@
 later commit may only append lines at its end. The check walks the git history, so it
 needs a clone with its history; without one it skips and says why."""
 import os
+import re
 import shutil
 import subprocess
 
@@ -157,3 +158,43 @@ def test_an_uncommitted_edit_in_the_working_tree_fails_too(throwaway):
 
 def test_a_clone_without_its_history_says_why_it_skips(tmp_path):
     assert "not a git clone" in missing_history(str(tmp_path))
+
+
+# ------------------------------------------------------------------ the paths a registration names
+
+PATH_IN_TEXT = re.compile(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|md|json|jsonl|gz|png))`")
+
+
+def unresolved_paths(text: str, root: str) -> list[str]:
+    """Repository paths `text` names in backticks that do not exist under `root`, unless a
+    section after the path's first mention, a correction of the record, names it again and
+    says it does not exist."""
+    unresolved = []
+    for path in dict.fromkeys(PATH_IN_TEXT.findall(text)):
+        if os.path.exists(os.path.join(root, path)):
+            continue
+        later = text[text.index(f"`{path}`") + len(path) + 2:]
+        corrected = any(f"`{path}`" in section and "does not exist" in section
+                        for section in later.split("\n## ")[1:]
+                        if "correction of the record" in section.lower())
+        if not corrected:
+            unresolved.append(path)
+    return unresolved
+
+
+def test_every_path_a_registration_names_exists_or_is_corrected_below_it():
+    for name in sorted(os.listdir(os.path.join(REPO, FOLDER))):
+        with open(os.path.join(REPO, FOLDER, name)) as f:
+            text = f.read()
+        if BEGIN in text:            # text quoted verbatim from its commit names that commit's paths
+            text = text[:text.index(BEGIN)] + text[text.index(END) + len(END):]
+        assert unresolved_paths(text, REPO) == [], name
+
+
+def test_a_missing_path_without_its_correction_is_found(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "real.py").write_text("")
+    text = "1. `tests/real.py` and `tests/gone.py` walk the history.\n"
+    assert unresolved_paths(text, str(tmp_path)) == ["tests/gone.py"]
+    corrected = text + "\n## Correction of the record, 2026-12-02\n\n`tests/gone.py` does not exist.\n"
+    assert unresolved_paths(corrected, str(tmp_path)) == []
