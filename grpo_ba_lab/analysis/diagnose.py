@@ -25,8 +25,8 @@ Every number comes from grpo_ba's own functions, never from a formula typed twic
 advantages from `group_advantages`, the per-sign gradient weights from `sign_weights`
 (autograd through the real clipped term and the real aggregators, docs/method.md §3),
 the token rule's loss at ratio 1 from `clipped_token_loss` + `aggregate_token`. The
-same `bias_metrics` feeds the TRL integration's logged metrics
-(grpo_ba_lab/integrations/trl_balanced.py), so a TRL log and this report agree on one batch.
+same `bias_metrics` (grpo_ba_lab/integrations/bias_metrics.py, torch only) feeds the TRL and
+verl integrations' logged metrics, so a trainer's log and this report agree on one batch.
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ from typing import NamedTuple
 
 import torch
 
-from grpo_ba import AGGREGATORS, UsageError, clipped_token_loss, group_advantages, mask_from_lengths, positive_share
+from grpo_ba import AGGREGATORS, UsageError, group_advantages, mask_from_lengths
+from grpo_ba_lab.integrations.bias_metrics import bias_metrics, loss_at_ratio_one
 
 
 class RolloutsError(UsageError):
@@ -48,34 +49,8 @@ class RolloutsError(UsageError):
 
 
 # =====================================================================================
-# The numbers: shares of gradient weight, the token loss at ratio 1, the regime
+# The numbers: the bias (integrations/bias_metrics.py, shared with the trainers' logs), the regime
 # =====================================================================================
-
-
-def bias_metrics(advantages: torch.Tensor, lengths: torch.Tensor, group_size: int) -> dict[str, float]:
-    """The bias of one batch, from its advantages (B,) and response lengths L_i (B,),
-    rows in contiguous groups of G:
-
-    pos_share_<rule>         share of the rule's gradient weight at ratio 1 on A_i > 0 (docs/method.md §3)
-    token_loss_at_ratio_one  J_tok at ratio 1 = mean over groups of -sum_i A_i L_i / sum_i L_i,
-                             the drift of token aggregation's loss (0 for sequence and balanced)
-    """
-    advantages = advantages.detach().float().cpu()                                  # (B,)
-    mask = mask_from_lengths(lengths.detach().float().cpu())                        # (B, T)
-    out = {}
-    for rule in AGGREGATORS:
-        share = positive_share(mask, advantages, group_size, rule)
-        out[f"pos_share_{rule}"] = float("nan") if share is None else share
-    out["token_loss_at_ratio_one"] = loss_at_ratio_one(advantages, mask, group_size, "token")
-    return out
-
-
-def loss_at_ratio_one(advantages, mask, group_size, rule) -> float:
-    """J_rule on-policy (rho = 1, so l_it = -A_i): token gives -sum_i A_i L_i / sum_i L_i
-    per group, sequence and balanced give 0 (docs/method.md §3)."""
-    logp = torch.zeros(mask.shape)
-    token_loss = clipped_token_loss(logp, logp, advantages, mask)                   # (B, T)
-    return AGGREGATORS[rule](token_loss, mask, advantages, group_size).item()
 
 
 def regime_stats(advantages: torch.Tensor, lengths: torch.Tensor) -> dict[str, float | None]:

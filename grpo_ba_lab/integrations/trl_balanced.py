@@ -1,9 +1,21 @@
-"""Balanced Aggregation inside TRL's GRPOTrainer, from one import; and the bias in TRL's logs.
+"""The paper's three aggregation rules inside TRL's GRPOTrainer, per group and exact; the bias in TRL's logs.
 
-    from grpo_ba_lab.integrations.trl_balanced import BalancedGRPOTrainer
-    config = GRPOConfig(..., loss_type="dapo")        # required: see below
-    trainer = BalancedGRPOTrainer(model=..., reward_funcs=..., args=config, train_dataset=...)
+    from grpo_ba_lab.integrations.trl_balanced import AggregationGRPOTrainer
+    config = GRPOConfig(..., loss_type="dapo")        # TRL's default; required: see below
+    trainer = AggregationGRPOTrainer(rule="token", model=..., reward_funcs=..., args=config, train_dataset=...)
     trainer.train()
+
+`rule` is one of grpo_ba's three rules (docs/method.md §2-§5), each applied per group of G
+responses and then averaged over the P groups of the generation batch:
+
+    "token"     J_tok = mean_p (1 / sum_i L_i) sum_i sum_t l_it    DAPO's paper's token mean, per group
+    "sequence"  J_seq = mean_p (1 / G) sum_i (1 / L_i) sum_t l_it  original GRPO
+    "balanced"  J_BA  (docs/method.md §4)                          Balanced Aggregation; the default
+
+`BalancedGRPOTrainer` is `AggregationGRPOTrainer(rule="balanced")`. TRL's own `dapo` pools
+tokens over the whole batch (sum_it l_it / N): it equals "token" only when every group has
+the same total length (tests/lab/test_trl_rules.py shows both cases); docs/trainer-names.md
+maps every TRL loss_type to its formula.
 
 How, without copying TRL's code. The clipped term is positively homogeneous in the
 advantage: for s > 0, -min(rho * sA, clip(rho) * sA) = s * l_it(A). So any per-response
@@ -12,67 +24,74 @@ weighting can be moved into the advantages. With `loss_type="dapo"` TRL computes
     loss = sum_it l_it(A'_i) / N,      N = completion tokens of the whole generation batch
 
 (`num_items_in_batch`, gathered over processes). Setting A'_i = A_i * c_i * N, where
-c_i = dJ_BA/dl_it is Balanced Aggregation's coefficient of response i computed by
-grpo_ba.aggregation_coefficients over whole groups, makes TRL's loss equal
-J_BA = sum_it c_i * l_it(A_i) exactly, term by term, at any ratio (test:
-tests/lab/test_trl_balanced.py). TRL's advantages (its reward scaling, its std) are
-kept; BA's coefficients do not depend on how a group's advantages are scaled.
+c_i = dJ_rule/dl_it is the rule's coefficient of response i computed by
+grpo_ba.aggregation_coefficients over whole groups (constant along a response for all
+three rules), makes TRL's loss equal J_rule = sum_it c_i * l_it(A_i) exactly, term by
+term, at any ratio (tests: tests/lab/test_trl_balanced.py, tests/lab/test_trl_rules.py).
+TRL's advantages (its reward scaling, its std) are kept; the coefficients of sequence and
+token do not depend on the advantages, balanced's not on how a group's advantages are scaled.
+The lengths L_i are TRL's loss mask: completion_mask times tool_mask where TRL has one.
 
 The bias in TRL's logs. Every generation batch logs, into TRL's own metrics (console,
 TensorBoard, W&B, trackio: wherever `report_to` sends them), the numbers
-`python -m grpo_ba_lab.analysis.diagnose` prints, from diagnose.bias_metrics on the batch's
-gathered lengths and TRL's advantages (before BA's rescaling):
+`python -m grpo_ba_lab.analysis.diagnose` prints, from bias_metrics.bias_metrics on the batch's
+gathered lengths and TRL's advantages (before the rescaling):
 
     pos_share_token, pos_share_sequence, pos_share_balanced   share of each rule's gradient weight at
                                                               ratio 1 on positive-advantage responses
     token_loss_at_ratio_one                                   J_tok at ratio 1: its drift (docs/method.md §3)
 
-`BalancedGRPOTrainer` logs them; for the plain trainer (token or sequence aggregation,
-whatever its loss_type) use `GRPOTrainerWithBiasMetrics`, or mix `BiasMetricsMixin`
-into your own subclass: `class MyTrainer(BiasMetricsMixin, GRPOTrainer)`.
+`AggregationGRPOTrainer` logs them, whatever its rule; for the plain trainer (any
+loss_type) use `GRPOTrainerWithBiasMetrics`, or mix `BiasMetricsMixin` into your own
+subclass: `class MyTrainer(BiasMetricsMixin, GRPOTrainer)`.
 
 Several processes (DDP, e.g. `accelerate launch` or `torchrun`). TRL lays the global
 generation batch out process after process, groups contiguous, and a group may span
 two processes. Lengths and advantages are gathered, the coefficients computed over
 the global batch, and each process keeps its slice; N is already global in TRL. The
-DDP average over processes then gives exactly grad J_BA of the global batch (test:
-tests/lab/test_trl_multiprocess.py, 2 processes on CPU with gloo).
+DDP average over processes then gives exactly grad J_rule of the global batch (test:
+tests/lab/test_trl_multiprocess.py, 2 processes on CPU with gloo, each rule).
 
 Gradient accumulation (GA) and steps_per_generation (spg). TRL generates one
 generation batch of per_device_train_batch_size x spg rows per process, shuffles
 it, splits it into spg slices and feeds one slice per micro-step; an optimizer step
-accumulates GA slices. BA's coefficients are computed once over the whole generation
+accumulates GA slices. The coefficients are computed once over the whole generation
 batch, before the split (as grpo_ba's micro-batching: choice 8 in grpo_ba.py), and
 dapo divides each slice by N * GA / spg, so
 
     gradient of one optimizer step = (spg / GA) * sum over the rows of its GA slices of c_i * grad sum_t l_it(A_i)
 
 - GA = spg (TRL's default: spg defaults to GA): one optimizer step per generation
-  batch, and its gradient is exactly grad J_BA of that batch.
+  batch, and its gradient is exactly grad J_rule of that batch.
 - spg > GA: spg / GA optimizer steps per generation batch. Each sees a random part
-  of the rows (shuffled before the split), weighted as in J_BA of the *whole*
+  of the rows (shuffled before the split), weighted as in J_rule of the *whole*
   generation batch and scaled by spg / GA: over the shuffle, an unbiased estimate of
-  grad J_BA at the sampling parameters, the same treatment dapo gives its token mean.
+  grad J_rule at the sampling parameters, the same treatment dapo gives its token mean.
   Groups are not kept together.
 - spg < GA: GA / spg generation batches per optimizer step, each with its own
-  coefficients; the step's gradient is the mean of their grad J_BA (same formula).
+  coefficients; the step's gradient is the mean of their grad J_rule (same formula).
 - num_iterations (mu) > 1 reuses the same advantages; the coefficients depend only
   on lengths and advantages, so they stay right as the ratio moves.
-Both GA settings are tested in tests/lab/test_trl_balanced.py.
+GA settings are tested in tests/lab/test_trl_balanced.py and tests/lab/test_trl_rules.py.
 
 Your run's rollouts for `python -m grpo_ba_lab.analysis.diagnose`: wrap the reward function,
 `reward_funcs=dump_rollouts(my_reward, "rollouts.jsonl", num_generations=8)`; it
 returns the same rewards and appends one {"group", "reward", "length", "step", "run"}
 line per completion (one file per process with several processes: concatenate them).
 `run` is one id per trainer run, the same on every process, so runs appended to one
-file are never read as one batch. A runnable example: examples/trl_balanced.py.
+file are never read as one batch. Runnable examples: examples/trl_balanced.py, and
+examples/trl_three_rules.py (the paper's comparison: the three rules from one start).
 
 Tested with trl 1.16.0 (transformers 5.24, accelerate 1.15); the [trl] extra allows
 trl>=1.16,<2. The trainer reads TRL's generation batch, a private layout a later 1.x may
-change: then it stops naming the missing keys (`check_trl_batch`). Limits:
+change: then it stops naming the missing keys (`check_trl_batch`). Refused in one line
+(they cannot be exact): a loss_type other than dapo (grpo, bnpo, dr_grpo normalise per
+micro-batch or by a constant; cispo, sapo, vespo, luspo change the token term), and
+importance_sampling_level="sequence". Limits:
 - beta > 0: TRL adds beta * KL_it *after* the advantage enters, so the KL term keeps
-  TRL's dapo aggregation (token mean over the batch); the policy-gradient term is BA.
-- token-level importance sampling only; a tool_mask (multi-turn tools) is ignored.
+  TRL's dapo aggregation (token mean over the batch); the policy-gradient term is the rule's.
+- top_entropy_quantile < 1 drops tokens from the terms, not from the lengths: the rule
+  is applied to TRL's masked terms.
 """
 from __future__ import annotations
 
@@ -82,32 +101,52 @@ import uuid
 
 from trl import GRPOTrainer
 
-from grpo_ba_lab.analysis.diagnose import bias_metrics
-from grpo_ba import aggregation_coefficients, mask_from_lengths
+from grpo_ba import AGGREGATORS, aggregation_coefficients, mask_from_lengths
+from grpo_ba_lab.integrations.bias_metrics import bias_metrics
+
+RULES = tuple(AGGREGATORS)                     # ("token", "sequence", "balanced"): grpo_ba's rules
 
 
-def balanced_coefficients(lengths, advantages, group_size):
-    """c_i = dJ_BA/dl_it for every response of a batch: (B,) lengths, (B,) advantages -> (B,)."""
+def check_rule(rule, where="AggregationGRPOTrainer"):
+    """Refuse, in one line, a rule grpo_ba does not define."""
+    if rule not in RULES:
+        raise ValueError(f"{where}: rule must be one of {', '.join(map(repr, RULES))} "
+                         f"(grpo_ba's aggregation rules, docs/method.md), got {rule!r}")
+    return rule
+
+
+def rule_coefficients(lengths, advantages, group_size, rule):
+    """c_i = dJ_rule/dl_it for every response of a batch: (B,) lengths, (B,) advantages -> (B,)."""
     mask = mask_from_lengths(lengths.float())                                      # only lengths matter
-    coefficients = aggregation_coefficients(mask, advantages.float(), group_size, "balanced")   # (B, T)
+    coefficients = aggregation_coefficients(mask, advantages.float(), group_size, check_rule(rule))  # (B, T)
     return coefficients[:, 0]                                                      # constant along a response
 
 
-def balanced_advantages(advantages, completion_mask, num_items_in_batch, group_size, gather=None,
-                        process_index=0, all_lengths=None, all_advantages=None):
-    """A'_i = A_i * c_i * N: TRL's dapo loss with these advantages is J_BA.
+def balanced_coefficients(lengths, advantages, group_size):
+    """c_i = dJ_BA/dl_it: rule_coefficients of "balanced"."""
+    return rule_coefficients(lengths, advantages, group_size, "balanced")
 
-    advantages: (B_local,), completion_mask: (B_local, T) of this process; `gather`
-    concatenates a (B_local,) tensor over processes (accelerator.gather), or None.
+
+def rule_advantages(advantages, completion_mask, num_items_in_batch, group_size, rule, gather=None,
+                    process_index=0, all_lengths=None, all_advantages=None):
+    """A'_i = A_i * c_i * N: TRL's dapo loss with these advantages is J_rule.
+
+    advantages: (B_local,), completion_mask: (B_local, T) of this process (TRL's loss mask);
+    `gather` concatenates a (B_local,) tensor over processes (accelerator.gather), or None.
     all_lengths / all_advantages: the gathered (B_global,) tensors, if already gathered.
     """
     lengths = completion_mask.sum(dim=1).float()                                   # (B_local,)
     if all_lengths is None:
         all_lengths = gather(lengths) if gather else lengths                       # (B_global,)
         all_advantages = gather(advantages.float()) if gather else advantages.float()
-    per_response = balanced_coefficients(all_lengths, all_advantages, group_size)  # (B_global,)
+    per_response = rule_coefficients(all_lengths, all_advantages, group_size, rule)   # (B_global,)
     local = slice(process_index * lengths.numel(), (process_index + 1) * lengths.numel())
     return advantages * per_response[local].to(advantages.dtype) * num_items_in_batch.to(advantages.dtype)
+
+
+def balanced_advantages(advantages, completion_mask, num_items_in_batch, group_size, **kwargs):
+    """A'_i = A_i * c_i * N with Balanced Aggregation's c_i: rule_advantages of "balanced"."""
+    return rule_advantages(advantages, completion_mask, num_items_in_batch, group_size, "balanced", **kwargs)
 
 
 # =====================================================================================
@@ -133,10 +172,17 @@ def check_trl_batch(output):
                            "(pip install 'trl>=1.16,<2')")
 
 
+def loss_mask(output):
+    """(B_local, T) TRL's loss mask: completion_mask, times tool_mask where TRL has one
+    (tool results are in the completion but not in the loss, nor in dapo's N)."""
+    mask = output["completion_mask"]
+    return mask * output["tool_mask"] if output.get("tool_mask") is not None else mask
+
+
 def gathered_lengths_and_advantages(trainer, output):
-    """(B_global,) response lengths and TRL's advantages, in TRL's global row order."""
+    """(B_global,) response lengths (loss tokens) and TRL's advantages, in TRL's global row order."""
     check_trl_batch(output)
-    lengths = output["completion_mask"].sum(dim=1).float()                          # (B_local,)
+    lengths = loss_mask(output).sum(dim=1).float()                                  # (B_local,)
     advantages = output["advantages"].float()
     if trainer.accelerator.num_processes > 1:
         return trainer.accelerator.gather(lengths), trainer.accelerator.gather(advantages)
@@ -164,27 +210,38 @@ class GRPOTrainerWithBiasMetrics(BiasMetricsMixin, GRPOTrainer):
     """TRL's GRPOTrainer, unchanged, plus pos_share_* and token_loss_at_ratio_one in its logs."""
 
 
-class BalancedGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer whose policy-gradient loss is Balanced Aggregation (docs/method.md §2, §4),
-    with the bias metrics of each generation batch in its logs."""
+class AggregationGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose policy-gradient loss is one of grpo_ba's rules, per group and exact
+    (rule = "token", "sequence" or "balanced"; docs/method.md §2-§5), with the bias metrics
+    of each generation batch in its logs. Every other argument is GRPOTrainer's."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, rule="balanced", **kwargs):
+        self.rule = check_rule(rule, type(self).__name__)
         super().__init__(*args, **kwargs)
+        name = type(self).__name__
         if self.loss_type != "dapo":
-            raise ValueError(f"BalancedGRPOTrainer needs GRPOConfig(loss_type='dapo'), got {self.loss_type!r}: "
-                             "it rescales advantages against dapo's normaliser")
+            raise ValueError(f"{name} needs GRPOConfig(loss_type='dapo') (TRL's default), got {self.loss_type!r}: "
+                             "it rescales advantages against dapo's normaliser, the only one fixed per generation batch")
         if self.importance_sampling_level != "token":
-            raise ValueError("BalancedGRPOTrainer supports importance_sampling_level='token' only")
+            raise ValueError(f"{name} supports importance_sampling_level='token' only, got "
+                             f"{self.importance_sampling_level!r}: grpo_ba's rules weigh token terms")
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         all_lengths, all_advantages = gathered_lengths_and_advantages(self, output)     # one gather for both uses
-        log_bias_metrics(self, all_lengths, all_advantages)                             # TRL's advantages, before BA
-        output["advantages"] = balanced_advantages(output["advantages"], output["completion_mask"],
-                                                   output["num_items_in_batch"], _group_size(self),
-                                                   process_index=self.accelerator.process_index,
-                                                   all_lengths=all_lengths, all_advantages=all_advantages)
+        log_bias_metrics(self, all_lengths, all_advantages)                             # TRL's advantages, before
+        output["advantages"] = rule_advantages(output["advantages"], loss_mask(output), output["num_items_in_batch"],
+                                               _group_size(self), self.rule,
+                                               process_index=self.accelerator.process_index,
+                                               all_lengths=all_lengths, all_advantages=all_advantages)
         return output
+
+
+class BalancedGRPOTrainer(AggregationGRPOTrainer):
+    """AggregationGRPOTrainer(rule="balanced"): Balanced Aggregation (docs/method.md §2, §4)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, rule="balanced", **kwargs)
 
 
 def new_run_id(num_processes: int) -> str:
