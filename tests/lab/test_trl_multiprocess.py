@@ -1,4 +1,5 @@
-"""BalancedGRPOTrainer in two processes (torchrun, CPU, gloo) equals one process on the gathered batch."""
+"""AggregationGRPOTrainer, each rule, in two processes (torchrun, CPU, gloo) equals one process
+on the gathered batch: grpo_ba's aggregate of that rule."""
 import importlib.util
 import json
 import os
@@ -9,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_token, aggregation_coefficients,
-                     clipped_token_loss, sign_weights, token_logprobs)
+from grpo_ba import (AGGREGATORS, aggregate_token, aggregation_coefficients, clipped_token_loss, sign_weights,
+                     token_logprobs)
 from grpo_ba_lab.analysis import diagnose
 from toy_tasks.model import char_tokenizer, tiny_qwen3
 
@@ -34,9 +35,25 @@ def ranks(tmp_path_factory):
            "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={PROCESSES}",
                WORKER, str(out)]
-    done = subprocess.run(command, cwd=str(out), env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, cwd=str(out), env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(PROCESSES)]
+
+
+RULES = tuple(AGGREGATORS)
+
+
+def runs_of(ranks, rule):
+    """Each process's record of the run of `rule`, with its rank."""
+    return [{**r["runs"][rule], "rank": r["rank"], "world": r["world"]} for r in ranks]
+
+
+def test_every_process_trained_each_rule_from_the_same_start(ranks):
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["world"] == PROCESSES for r in ranks)
+    for r in ranks:
+        assert [r["runs"][rule]["rule"] for rule in RULES] == list(RULES)
+        first = r["runs"][RULES[0]]["completion_ids"]
+        assert all(torch.equal(r["runs"][rule]["completion_ids"], first) for rule in RULES)   # same seed, batch
 
 
 def gathered(ranks):
@@ -49,17 +66,20 @@ def gathered(ranks):
 
 
 def test_torchrun_batch_is_a_real_test_case(ranks):
-    mask, advantages = gathered(ranks)
-    assert [r["rank"] for r in ranks] == [0, 1] and all(r["world"] == PROCESSES for r in ranks)
+    mask, advantages = gathered(runs_of(ranks, "balanced"))
+    totals = mask.sum(1).view(-1, GROUP).sum(1)
+    assert len(set(totals.tolist())) > 1            # TRL's pooled token mean is not the per-group one here
     spanning = advantages[4:8]                      # group 1: two rows on each process
     assert (spanning != 0).any() and len(set(mask.sum(1).tolist())) > 2
     assert (advantages > 0).any() and (advantages < 0).any()
 
 
-def test_every_process_rescales_advantages_as_one_process_on_the_gathered_batch(ranks):
+@pytest.mark.parametrize("rule", RULES)
+def test_every_process_rescales_advantages_as_one_process_on_the_gathered_batch(ranks, rule):
+    ranks = runs_of(ranks, rule)
     mask, advantages = gathered(ranks)
     n_tokens = mask.sum()
-    coefficients = aggregation_coefficients(mask, advantages, GROUP, "balanced")[:, 0]   # c_i over all 12 rows
+    coefficients = aggregation_coefficients(mask, advantages, GROUP, rule)[:, 0]      # c_i over all 12 rows
     one_process = advantages * coefficients * n_tokens                               # A'_i = A_i c_i N
     per_process = len(ranks[0]["advantages"])
     for r in ranks:
@@ -68,8 +88,10 @@ def test_every_process_rescales_advantages_as_one_process_on_the_gathered_batch(
         assert torch.allclose(r["rescaled_advantages"], local, rtol=1e-5, atol=1e-7), r["rank"]
 
 
-def test_two_process_gradient_equals_the_one_process_balanced_gradient(ranks):
-    """DDP's averaged gradient after one step = grad of aggregate_balanced on all 12 completions."""
+@pytest.mark.parametrize("rule", RULES)
+def test_two_process_gradient_equals_the_one_process_gradient_of_the_rule(ranks, rule):
+    """DDP's averaged gradient after one step = grad of grpo_ba's aggregate of the rule on all 12 completions."""
+    ranks = runs_of(ranks, rule)
     mask, advantages = gathered(ranks)
     model = tiny_qwen3(char_tokenizer(), seed=0)                  # the workers' initial weights
     token_losses = []
@@ -80,7 +102,7 @@ def test_two_process_gradient_equals_the_one_process_balanced_gradient(ranks):
         logp = token_logprobs(model, sequences, attention, width)[0]                 # (B_local, T_r)
         loss = clipped_token_loss(logp, logp.detach(), r["advantages"], r["completion_mask"])   # on-policy
         token_losses.append(F.pad(loss, (0, mask.shape[1] - width)))
-    objective = aggregate_balanced(torch.cat(token_losses), mask, advantages, GROUP)
+    objective = AGGREGATORS[rule](torch.cat(token_losses), mask, advantages, GROUP)
     names, params = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad])
     expected = dict(zip(names, torch.autograd.grad(objective, params)))
     for r in ranks:
@@ -89,7 +111,9 @@ def test_two_process_gradient_equals_the_one_process_balanced_gradient(ranks):
             assert torch.allclose(r["grads"][name], grad, rtol=1e-4, atol=1e-7), (r["rank"], name)
 
 
-def test_every_process_logs_the_bias_of_the_gathered_batch(ranks):
+@pytest.mark.parametrize("rule", RULES)
+def test_every_process_logs_the_bias_of_the_gathered_batch(ranks, rule):
+    ranks = runs_of(ranks, rule)
     mask, advantages = gathered(ranks)
     expected = {}
     for rule in AGGREGATORS:
@@ -104,8 +128,10 @@ def test_every_process_logs_the_bias_of_the_gathered_batch(ranks):
             assert logged[key] == pytest.approx(value, rel=1e-5, abs=1e-7), (r["rank"], key)
 
 
+@pytest.mark.parametrize("rule", RULES)
 def test_the_processes_rollout_dumps_concatenate_into_one_run_that_diagnoses_as_the_logged_batch(
-        ranks, tmp_path):
+        ranks, tmp_path, rule):
+    ranks = runs_of(ranks, rule)
     lines = ranks[0]["rollouts"] + ranks[1]["rollouts"]            # cat rollouts.jsonl.rank0 .rank1
     rows = [json.loads(line) for line in lines]
     assert len({row["run"] for row in rows}) == 1                   # one id for the distributed run
