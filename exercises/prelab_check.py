@@ -1,0 +1,179 @@
+"""Before the lab: does this install run the course? One line per check, in seconds.
+
+    python -m exercises.prelab_check
+
+From the repository root. It checks, in order: Python and the packages of requirements.txt;
+that the course imports (grpo_ba, verifier, toy_tasks); a forward and backward pass of the
+three rules on docs/method.md §3's worked example, against the numbers worked out by hand
+there; the verifier on three answers; each warm-up shipped in toy_tasks/warmups/ (its sha256
+against the one registered in toy_tasks/designs.py, then one greedy answer of the toy model);
+and that matplotlib can draw. Each line says `ok` or `FAIL` with what to do; the last line
+says whether the install is ready. Exit code 0 when every check passes, 1 otherwise.
+Running the notebook also needs Jupyter: that line is a note, not a failure (the notebook is
+committed with its outputs, so it reads without running).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import io
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("torch", "transformers", "datasets", "sympy", "matplotlib")      # requirements.txt
+INSTALL = "pip install -r requirements.txt (from the repository root)"
+
+# docs/method.md §3's worked example, by hand: G = 4, rewards [1, 0, 1, 0], L = [2, 4, 1, 3]
+WORKED_REWARDS, WORKED_LENGTHS = [1.0, 0.0, 1.0, 0.0], [2, 4, 1, 3]
+BY_HAND = {"token": dict(J=0.4, w_pos=0.3, w_neg=-0.7),
+           "sequence": dict(J=0.0, w_pos=0.5, w_neg=-0.5),
+           "balanced": dict(J=0.0, w_pos=0.5, w_neg=-0.5)}
+# (completion, gold, verdict): the toy's running sums, a wrong last sum, LaTeX
+VERIFIER_CASES = [("63 66", "66", 1.0), ("57 60", "66", 0.0), ("\\boxed{\\frac{1}{2}}", "0.5", 1.0)]
+
+
+class CheckFailed(Exception):
+    """What went wrong and what to do: printed after FAIL."""
+
+
+def check_python_and_packages() -> str:
+    if sys.version_info < (3, 10):
+        raise CheckFailed(f"Python {sys.version.split()[0]}; the course needs 3.10 or newer")
+    missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CheckFailed(f"missing {', '.join(missing)}: {INSTALL}")
+    versions = [f"{name} {importlib.import_module(name).__version__}" for name in PACKAGES]
+    return f"Python {sys.version.split()[0]}; " + ", ".join(versions)
+
+
+def check_course_imports() -> str:
+    if ROOT not in sys.path:                      # run from anywhere: the checkout this file is in
+        sys.path.insert(0, ROOT)
+    for module in ("grpo_ba", "verifier", "toy_tasks"):
+        try:
+            importlib.import_module(module)
+        except Exception as err:                  # noqa: BLE001 - any import error is the answer
+            raise CheckFailed(f"import {module}: {type(err).__name__}: {err}; {INSTALL}") from None
+    return "grpo_ba, verifier, toy_tasks"
+
+
+def check_three_rules() -> str:
+    """Forward: J of each rule at ratio 1. Backward: autograd's weight on each sign
+    (grpo_ba.sign_weights) and a finite gradient through the clipped term."""
+    import torch
+    import grpo_ba
+    advantages = grpo_ba.group_advantages(torch.tensor(WORKED_REWARDS), 4)       # (4,)
+    mask = grpo_ba.mask_from_lengths(torch.tensor(WORKED_LENGTHS))               # (4, 4)
+    found = []
+    for rule, expected in BY_HAND.items():
+        logp = torch.zeros(mask.shape, requires_grad=True)                        # ratio 1
+        token_loss = grpo_ba.clipped_token_loss(logp, logp.detach(), advantages, mask)
+        loss = grpo_ba.AGGREGATORS[rule](token_loss, mask, advantages, 4)
+        loss.backward()
+        w_pos, w_neg = grpo_ba.sign_weights(mask, advantages, 4, rule)
+        got = dict(J=loss.item(), w_pos=w_pos.item(), w_neg=w_neg.item())
+        got = {key: round(value, 6) + 0.0 for key, value in got.items()}     # no "-0.000"
+        wrong = [f"{key} {got[key]:+.3f} (by hand {value:+.3f})" for key, value in expected.items()
+                 if abs(got[key] - value) > 1e-5]
+        if wrong or not torch.isfinite(logp.grad).all():
+            raise CheckFailed(f"{rule}: " + ("; ".join(wrong) or "a gradient is not finite")
+                              + " on docs/method.md §3's worked example")
+        found.append(f"{rule} J {got['J']:+.1f}")
+    return ", ".join(found) + " (docs/method.md §3's worked example)"
+
+
+def check_verifier() -> str:
+    from verifier import verify
+    for completion, gold, verdict in VERIFIER_CASES:
+        got = verify(completion, gold)
+        if got != verdict:
+            raise CheckFailed(f"verify({completion!r}, {gold!r}) gave {got}, not {verdict}")
+    return f"{len(VERIFIER_CASES)} answers judged as they should be"
+
+
+def shipped_warmups() -> list[tuple[str, int]]:
+    """(design, seed) of every warm-up toy_tasks/designs.py registers as shipped."""
+    from toy_tasks import designs
+    return [(name, seed) for name, design in designs.DESIGNS.items()
+            for seed in design.get("shipped", {})]
+
+
+def check_shipped_warmups() -> str:
+    """Each shipped file's sha256 against its registration (load_warmup_file refuses a
+    mismatch), then the toy model's greedy answer to one prompt."""
+    import torch
+    from toy_tasks import designs
+    from toy_tasks.model import load_warmup_file
+    from verifier import verify
+    found = shipped_warmups()
+    if not found:
+        raise CheckFailed("toy_tasks/designs.py registers no shipped warm-up")
+    for name, seed in found:
+        path, sha256 = designs.shipped_warmup(name, seed)
+        try:
+            policy, tokenizer = load_warmup_file(path, sha256)
+        except Exception as err:                  # noqa: BLE001 - missing, changed, unreadable
+            raise CheckFailed(f"design {name}, seed {seed}: {err}") from None
+        prompt = tokenizer.bos_token + "57+6+3="
+        ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+        with torch.no_grad():
+            out = policy.generate(**ids, max_new_tokens=30, do_sample=False,
+                                  pad_token_id=tokenizer.pad_token_id,
+                                  eos_token_id=tokenizer.eos_token_id)
+        answer = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    verdict = "right" if verify(answer, "66") else "wrong"
+    return (f"{len(found)} file(s), sha256 as registered; the policy of design {name} answers "
+            f"57+6+3= with {answer!r} ({verdict})")
+
+
+def check_figures() -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [0.5, 0.5])
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return f"a {buffer.tell()}-byte PNG drawn"
+
+
+CHECKS = [("packages", check_python_and_packages), ("course imports", check_course_imports),
+          ("the three rules", check_three_rules), ("the verifier", check_verifier),
+          ("shipped warm-up", check_shipped_warmups), ("figures", check_figures)]
+
+
+def notebook_note() -> str:
+    have = [name for name in ("jupyter", "nbclient", "ipykernel") if importlib.util.find_spec(name)]
+    if "ipykernel" in have:
+        return "note  notebook: a Jupyter kernel is installed; open notebooks/balanced_aggregation_lab.ipynb"
+    return ("note  notebook: no Jupyter kernel (pip install jupyter to run it); it is committed with its "
+            "outputs, so it reads without running")
+
+
+def main(argv=None, out=print) -> int:
+    started = time.time()
+    failed = []
+    for name, check in CHECKS:
+        try:
+            out(f"ok    {name}: {check()}")
+        except CheckFailed as err:
+            failed.append(name)
+            out(f"FAIL  {name}: {err}")
+        except Exception as err:                  # noqa: BLE001 - a broken install fails anyhow
+            failed.append(name)
+            out(f"FAIL  {name}: {type(err).__name__}: {err}")
+    out(notebook_note())
+    seconds = time.time() - started
+    if failed:
+        out(f"NOT READY: {len(failed)} check(s) failed ({', '.join(failed)}); fix them and run "
+            f"`python -m exercises.prelab_check` again ({seconds:.0f} s)")
+        return 1
+    out(f"READY for the lab: every check passed ({seconds:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
