@@ -1,23 +1,32 @@
-"""Balanced Aggregation inside verl, from one import and one config key; and the bias in verl's logs.
+"""The paper's three aggregation rules inside verl, per group and exact, from one import and one
+config key; and the bias in verl's logs.
 
     VERL_USE_EXTERNAL_MODULES=grpo_ba_lab.integrations.verl_balanced PYTHONPATH=/path/to/grpo-ba:$PYTHONPATH \\
-    python -m verl.trainer.main_ppo algorithm.adv_estimator=grpo_balanced ...
+    python -m verl.trainer.main_ppo algorithm.adv_estimator=grpo_balanced ...     # or grpo_token, grpo_sequence
 
 `import verl` imports every module named in VERL_USE_EXTERNAL_MODULES, in the driver
 and in every Ray worker (the trainer that computes advantages runs in a Ray actor, so
 importing this module in the driver script alone would not reach it). Importing it
-registers the advantage estimator "grpo_balanced" (verl's `register_adv_est`), and
-"grpo_with_bias_metrics": verl's GRPO unchanged, with the bias metrics below in its logs.
-Nothing else in a GRPO recipe changes. docs/verl.md has the config lines and a worked
-example.
+registers three advantage estimators (verl's `register_adv_est`), one per rule of grpo_ba
+(docs/method.md §2-§5), each applied per group of G = rollout.n responses, then averaged
+over the P groups of the batch:
 
-How, without copying verl's code. The estimator computes verl's own GRPO advantages
+    grpo_token      J_tok = mean_p (1 / sum_i L_i) sum_i sum_t l_it     DAPO's paper's token mean, per group
+    grpo_sequence   J_seq = mean_p (1 / G) sum_i (1 / L_i) sum_t l_it   original GRPO
+    grpo_balanced   J_BA  (docs/method.md §4)                           Balanced Aggregation
+
+and "grpo_with_bias_metrics": verl's GRPO unchanged, with the bias metrics below in its
+logs. verl's own `loss_agg_mode=token-mean` pools tokens over the whole batch: it equals
+grpo_token only when every group has the same total length (tests/lab/test_verl_rules.py
+shows both cases); docs/trainer-names.md maps every loss_agg_mode to its formula. Nothing
+else in a GRPO recipe changes. docs/verl.md has the config lines and a worked example.
+
+How, without copying verl's code. Each estimator computes verl's own GRPO advantages
 (`core_algos.compute_grpo_outcome_advantage`: its unbiased std, its epsilon, its
 `algorithm.norm_adv_by_std_in_grpo`), then multiplies each response's advantage by
-s_i = c_i * Z, where c_i = dJ_BA/dl_it is Balanced Aggregation's coefficient of
-response i (docs/method.md §2, §4, §5: grpo_ba.aggregation_coefficients over whole
-groups, the mean over the P groups of the batch) and Z undoes the normaliser of the
-actor's `loss_agg_mode`:
+s_i = c_i * Z, where c_i = dJ_rule/dl_it is the rule's coefficient of response i
+(grpo_ba.aggregation_coefficients over whole groups, constant along a response for the
+three rules) and Z undoes the normaliser of the actor's `loss_agg_mode`:
 
     token-mean (verl's default)  verl: loss = sum_it l_it / N_mb,  N_mb = response tokens of the mini-batch
                                  Z = N, the response tokens of the whole batch
@@ -27,40 +36,40 @@ actor's `loss_agg_mode`:
 verl's clipped term (`compute_policy_loss_vanilla`, dual clip included) is positively
 homogeneous in the advantage: l_it(s * A) = s * l_it(A) for s > 0 (every branch,
 min, max and the `advantages < 0` test, keeps its choice). So, with one mini-batch
-per batch (N_mb = N, R_mb = R), verl's loss is sum_it c_i * l_it(A_i) = J_BA exactly,
+per batch (N_mb = N, R_mb = R), verl's loss is sum_it c_i * l_it(A_i) = J_rule exactly,
 term by term, at any ratio; verl's micro-batches (fixed or dynamic size) and data
 parallelism (`dp_size` times the local sum over the global token count, then the DDP
-mean) only split that sum. Tests: tests/lab/test_verl_balanced.py, through verl's own
-functions.
+mean) only split that sum. Tests: tests/lab/test_verl_balanced.py and
+tests/lab/test_verl_rules.py, through verl's own functions.
 
 Config keys (checked on every call against the trainer config verl passes in;
-anything else is refused with a ValueError naming the key):
+anything else is refused with a ValueError naming the key, in one line):
 
-    algorithm.adv_estimator                        grpo_balanced
+    algorithm.adv_estimator                        grpo_token, grpo_sequence or grpo_balanced
     actor_rollout_ref.actor.loss_agg_mode          token-mean (default) or seq-mean-token-sum
     actor_rollout_ref.actor.policy_loss.loss_mode  vanilla (default)
-    actor_rollout_ref.actor.ppo_mini_batch_size    = data.train_batch_size for an exact J_BA per
+    actor_rollout_ref.actor.ppo_mini_batch_size    = data.train_batch_size for an exact J_rule per
                                                    optimizer step (see below); any value runs
     actor_rollout_ref.actor.use_dynamic_bsz        either: micro-batching never changes the result
     algorithm.norm_adv_by_std_in_grpo              either: advantages with or without std scaling
 
 Mini-batches. verl makes K = rows / (ppo_mini_batch_size * rollout.n) optimizer steps
-per batch (times ppo_epochs); BA's coefficients are computed once, over the whole
+per batch (times ppo_epochs); the coefficients are computed once, over the whole
 batch, so step k's gradient is
 
     token-mean:          (N / N_k) * sum over its rows of c_i * grad sum_t l_it(A_i)
     seq-mean-token-sum:   K        * sum over its rows of c_i * grad sum_t l_it(A_i)
 
-- K = 1: both are exactly grad J_BA of the batch, whatever ppo_epochs (the coefficients
+- K = 1: both are exactly grad J_rule of the batch, whatever ppo_epochs (the coefficients
   depend only on lengths and advantages, so they stay right as the ratio moves).
 - K > 1, seq-mean-token-sum with actor.shuffle=True: over verl's random split, an
-  unbiased estimate of grad J_BA (the mean over all equally likely splits is exact),
+  unbiased estimate of grad J_rule (the mean over all equally likely splits is exact),
   the treatment TRL's integration gives steps_per_generation > GA. With shuffle=False
-  the split is fixed, and the K steps' gradients average to grad J_BA.
+  the split is fixed, and the K steps' gradients average to grad J_rule.
 - K > 1, token-mean: N / N_k is a random factor correlated with the rows drawn, so the
-  step is a ratio estimate, not unbiased (tested: on a batch of 8 rows in 2 mini-batches
-  the mean step is 12% off grad J_BA in relative L1 and puts 50.6%, not 50%, of its
-  weight on the positive side; the gap shrinks as mini-batches grow). verl's own
+  step is a ratio estimate, not unbiased (tested for balanced: on a batch of 8 rows in 2
+  mini-batches the mean step is 12% off grad J_BA in relative L1 and puts 50.6%, not 50%,
+  of its weight on the positive side; the gap shrinks as mini-batches grow). verl's own
   token-mean mini-batches are the same kind of estimate of its full-batch token mean.
   A one-time warning says so.
 
@@ -70,7 +79,7 @@ must have the same size G (rollout.n); a group without any response token (the v
 trainer's synthetic padding rows) is not a group: its rows get advantage 0 and it is
 not counted in P.
 
-The bias in verl's logs. Each call computes, from grpo_ba_lab.analysis.diagnose.bias_metrics on the batch's
+The bias in verl's logs. Each call computes, from bias_metrics.bias_metrics on the batch's
 response lengths and verl's GRPO advantages (before the rescaling), the numbers
 `python -m grpo_ba_lab.analysis.diagnose` prints:
 
@@ -87,7 +96,7 @@ Tested with verl 0.9.1 (installed with --no-deps: its metadata pins transformers
 and tensordict<=0.10, this project runs transformers 5.24 and tensordict 0.15.3;
 requirements-verl.txt), torch 2.13, on CPU. Limits:
 - use_kl_loss and entropy_coeff: verl adds those terms with its own agg_loss after the
-  advantage enters, so they keep verl's aggregation; the policy-gradient term is BA.
+  advantage enters, so they keep verl's aggregation; the policy-gradient term is the rule's.
 - policy_loss.loss_mode other than vanilla (gspo, sapo, cispo, ...): refused.
 - loss_agg_mode seq-mean-token-mean, token-sum, seq-mean-token-sum-norm: refused.
 - a multi-trajectory agent loop (several outputs per session in one uid) is grouped by
@@ -104,13 +113,13 @@ import torch
 from verl.trainer.ppo import core_algos
 from verl.utils import tracking
 
-from grpo_ba_lab.analysis.diagnose import bias_metrics
 from grpo_ba import aggregation_coefficients, mask_from_lengths
+from grpo_ba_lab.integrations.bias_metrics import METRICS, bias_metrics
 
+ESTIMATORS = {"grpo_token": "token", "grpo_sequence": "sequence", "grpo_balanced": "balanced"}   # name -> rule
 ESTIMATOR = "grpo_balanced"
 MEASURE_ONLY = "grpo_with_bias_metrics"      # verl's GRPO unchanged, the bias in its logs
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum")
-METRICS = ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one")
 
 logger = logging.getLogger(__name__)
 _warned: set = set()
@@ -122,7 +131,7 @@ _pending: list[dict[str, float]] = []        # bias metrics of the batches since
 # =====================================================================================
 
 
-def uid_groups(index, lengths):
+def uid_groups(index, lengths, estimator=ESTIMATOR):
     """Rows of each real group, contiguous: (order (R_real,), group size G).
 
     Groups are verl's uids in order of first appearance, rows in batch order; a group
@@ -134,17 +143,22 @@ def uid_groups(index, lengths):
     real = [members for members in rows.values() if float(lengths[members].sum()) > 0]
     sizes = sorted({len(members) for members in real})
     if len(sizes) > 1:
-        raise ValueError(f"{ESTIMATOR} needs groups of one size (rollout.n); this batch has uid groups of sizes "
-                         f"{sizes}. Balanced Aggregation's weights are per group of G responses (docs/method.md §5)")
+        raise ValueError(f"{estimator} needs groups of one size (rollout.n); this batch has uid groups of sizes "
+                         f"{sizes}: the rules' weights are per group of G responses (docs/method.md §5)")
     order = torch.tensor([row for members in real for row in members], dtype=torch.long)
     return order, (sizes[0] if sizes else 1)
 
 
-def balanced_coefficients(lengths, advantages, group_size):
-    """c_i = dJ_BA/dl_it for every response of contiguous groups: (B,) lengths, (B,) advantages -> (B,)."""
+def rule_coefficients(lengths, advantages, group_size, rule):
+    """c_i = dJ_rule/dl_it for every response of contiguous groups: (B,) lengths, (B,) advantages -> (B,)."""
     mask = mask_from_lengths(lengths.float())                                      # only lengths matter
-    coefficients = aggregation_coefficients(mask, advantages.float(), group_size, "balanced")   # (B, T)
+    coefficients = aggregation_coefficients(mask, advantages.float(), group_size, rule)   # (B, T)
     return coefficients[:, 0]                                                      # constant along a response
+
+
+def balanced_coefficients(lengths, advantages, group_size):
+    """c_i = dJ_BA/dl_it: rule_coefficients of "balanced"."""
+    return rule_coefficients(lengths, advantages, group_size, "balanced")
 
 
 def response_advantages(advantages, response_mask):
@@ -166,19 +180,19 @@ def trainer_config(config):
     return root if root is not None and "actor_rollout_ref" in root else None
 
 
-def check_trainer_config(root, rows):
-    """-> (loss_agg_mode, mini-batches per batch K). Raises ValueError on what BA cannot support."""
+def check_trainer_config(root, rows, estimator=ESTIMATOR):
+    """-> (loss_agg_mode, mini-batches per batch K). Raises ValueError on what cannot be exact."""
     actor = root.actor_rollout_ref.actor
     mode = actor.get("loss_agg_mode", "token-mean")
     if mode not in LOSS_AGG_MODES:
-        raise ValueError(f"algorithm.adv_estimator={ESTIMATOR} needs actor_rollout_ref.actor.loss_agg_mode=token-mean "
+        raise ValueError(f"algorithm.adv_estimator={estimator} needs actor_rollout_ref.actor.loss_agg_mode=token-mean "
                          f"(verl's default) or seq-mean-token-sum, got {mode!r}: it rescales advantages against the "
                          "normaliser of those two modes (grpo_ba_lab/integrations/verl_balanced.py)")
     loss_mode = (actor.get("policy_loss") or {}).get("loss_mode", "vanilla")
     if loss_mode != "vanilla":
-        raise ValueError(f"algorithm.adv_estimator={ESTIMATOR} needs actor_rollout_ref.actor.policy_loss.loss_mode="
-                         f"vanilla (verl's default), got {loss_mode!r}: Balanced Aggregation is defined on the clipped "
-                         "token term (docs/method.md §1)")
+        raise ValueError(f"algorithm.adv_estimator={estimator} needs actor_rollout_ref.actor.policy_loss.loss_mode="
+                         f"vanilla (verl's default), got {loss_mode!r}: the rules weigh the clipped token term "
+                         "(docs/method.md §1)")
     rows_per_mini_batch = int(actor.ppo_mini_batch_size) * int(root.actor_rollout_ref.rollout.get("n", 1))
     mini_batches = max(rows // rows_per_mini_batch, 1) if rows_per_mini_batch > 0 else 1
     return mode, mini_batches
@@ -195,37 +209,63 @@ def _warn_once(key, message):
 # =====================================================================================
 
 
-@core_algos.register_adv_est(ESTIMATOR)
-def compute_grpo_balanced_advantage(token_level_rewards, response_mask, index=None, config=None, epsilon=1e-6,
-                                    norm_adv_by_std_in_grpo=None, **kwargs):
-    """verl's GRPO advantages times s_i = c_i * Z: verl's token-mean (or seq-mean-token-sum) of the
-    clipped terms is then J_BA (module docstring). Returns (advantages, returns), both (B, T);
-    returns are verl's GRPO advantages before the rescaling."""
+def rule_advantage(estimator, token_level_rewards, response_mask, index=None, config=None, epsilon=1e-6,
+                   norm_adv_by_std_in_grpo=None):
+    """verl's GRPO advantages times s_i = c_i * Z for the rule of `estimator` (a key of ESTIMATORS):
+    verl's token-mean (or seq-mean-token-sum) of the clipped terms is then J_rule (module
+    docstring). Returns (advantages, returns), both (B, T); returns are verl's GRPO advantages."""
+    rule = ESTIMATORS[estimator]
     if index is None:
-        raise ValueError(f"{ESTIMATOR} needs verl's group ids (the batch's 'uid'), got none")
+        raise ValueError(f"{estimator} needs verl's group ids (the batch's 'uid'), got none")
     rows = response_mask.shape[0]
     root = trainer_config(config)
     if root is not None:
-        mode, mini_batches = check_trainer_config(root, rows)
+        mode, mini_batches = check_trainer_config(root, rows, estimator)
     else:
         mode, mini_batches = "token-mean", 1
-        _warn_once("no-config", f"{ESTIMATOR}: no trainer config reached the estimator, so the actor's settings "
+        _warn_once("no-config", f"{estimator}: no trainer config reached the estimator, so the actor's settings "
                                 "were not checked; assuming loss_agg_mode=token-mean and one mini-batch per batch")
     if mini_batches > 1:
-        _warn_once(("mini-batches", mode), f"{ESTIMATOR}: {mini_batches} mini-batches per batch with {mode}: each "
-                   "optimizer step is an estimate of grad J_BA, not grad J_BA itself ("
+        _warn_once(("mini-batches", mode), f"{estimator}: {mini_batches} mini-batches per batch with {mode}: each "
+                   f"optimizer step is an estimate of grad J_{rule}, not grad J_{rule} itself ("
                    + ("a ratio estimate: set ppo_mini_batch_size = data.train_batch_size for an exact step, or "
                       "loss_agg_mode=seq-mean-token-sum with actor.shuffle=True for an unbiased one"
                       if mode == "token-mean" else "unbiased over verl's random split when actor.shuffle=True")
                    + "; grpo_ba_lab/integrations/verl_balanced.py)")
     advantages = _verl_grpo(token_level_rewards, response_mask, index, config, epsilon, norm_adv_by_std_in_grpo)
-    lengths, per_response, order, group_size = _record_bias(advantages, response_mask, index)
+    lengths, per_response, order, group_size = _record_bias(advantages, response_mask, index, estimator)
     scale = torch.zeros(rows)                                                      # s_i; 0 off the real groups
     if order.numel() > 0:
-        scale[order] = balanced_coefficients(lengths[order], per_response[order], group_size)
+        scale[order] = rule_coefficients(lengths[order], per_response[order], group_size, rule)
     scale = scale * (lengths.sum() if mode == "token-mean" else float(rows))       # Z = N or R
-    balanced = advantages * scale.to(device=advantages.device, dtype=advantages.dtype)[:, None]
-    return balanced, advantages
+    rescaled = advantages * scale.to(device=advantages.device, dtype=advantages.dtype)[:, None]
+    return rescaled, advantages
+
+
+@core_algos.register_adv_est("grpo_balanced")
+def compute_grpo_balanced_advantage(token_level_rewards, response_mask, index=None, config=None, epsilon=1e-6,
+                                    norm_adv_by_std_in_grpo=None, **kwargs):
+    """Balanced Aggregation (docs/method.md §2, §4) through verl's loss: rule_advantage of grpo_balanced."""
+    return rule_advantage("grpo_balanced", token_level_rewards, response_mask, index, config, epsilon,
+                          norm_adv_by_std_in_grpo)
+
+
+@core_algos.register_adv_est("grpo_token")
+def compute_grpo_token_advantage(token_level_rewards, response_mask, index=None, config=None, epsilon=1e-6,
+                                 norm_adv_by_std_in_grpo=None, **kwargs):
+    """The per-group token mean (DAPO's paper; docs/method.md §2), averaged over groups, through
+    verl's loss: rule_advantage of grpo_token. Not verl's token-mean, which pools the batch."""
+    return rule_advantage("grpo_token", token_level_rewards, response_mask, index, config, epsilon,
+                          norm_adv_by_std_in_grpo)
+
+
+@core_algos.register_adv_est("grpo_sequence")
+def compute_grpo_sequence_advantage(token_level_rewards, response_mask, index=None, config=None, epsilon=1e-6,
+                                    norm_adv_by_std_in_grpo=None, **kwargs):
+    """The sequence mean per group (original GRPO; docs/method.md §2), averaged over groups, through
+    verl's loss: rule_advantage of grpo_sequence."""
+    return rule_advantage("grpo_sequence", token_level_rewards, response_mask, index, config, epsilon,
+                          norm_adv_by_std_in_grpo)
 
 
 @core_algos.register_adv_est(MEASURE_ONLY)
@@ -251,13 +291,13 @@ def _verl_grpo(token_level_rewards, response_mask, index, config, epsilon, norm_
     return advantages
 
 
-def _record_bias(advantages, response_mask, index):
+def _record_bias(advantages, response_mask, index, estimator=MEASURE_ONLY):
     """Keep the batch's bias metrics for the next Tracking.log. -> (B,) lengths L_i, (B,) A_i,
     the rows of the real groups in contiguous order, and the group size G."""
     mask = response_mask.detach().float().cpu()
     lengths = mask.sum(dim=1)                                                      # (B,) L_i
     per_response = response_advantages(advantages.detach().float().cpu(), mask)     # (B,) A_i
-    order, group_size = uid_groups(index, lengths)
+    order, group_size = uid_groups(index, lengths, estimator)
     if order.numel() > 0:
         _pending.append(bias_metrics(per_response[order], lengths[order], group_size))
     return lengths, per_response, order, group_size

@@ -27,7 +27,7 @@ from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions  # noqa: 
 from verl.utils.tracking import Tracking  # noqa: E402
 
 import grpo_ba_lab.integrations.verl_balanced as vb  # noqa: E402
-from grpo_ba_lab.analysis.diagnose import bias_metrics  # noqa: E402
+from grpo_ba_lab.integrations.bias_metrics import bias_metrics  # noqa: E402
 from grpo_ba import AGGREGATORS, aggregate_balanced, aggregate_token, clipped_token_loss, sign_weights, token_weights  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
