@@ -1,0 +1,446 @@
+"""Every number and verdict word a page states is read from its report at its own row and
+column, or computed, never merely found somewhere in the report.
+
+A page marks what it states with anchors, HTML comments that render as nothing. The tokens of
+the text since the previous anchor (numbers such as 0.039, +0.039, 36% or 1/2, and the verdict
+words holds, contradicted, not detected) belong to the next anchor, in order:
+
+    balanced ends +0.039 ahead of sequence (holds). <!-- check: band | balanced - sequence /
+    last held-out acc | pooled#1, against 0 -->
+
+A reference is `SOURCE | ROW | COLUMN[, COLUMN ...]` (a report's row and columns; `#k` picks
+the k-th token of a cell, `#min` / `#max` reduce over the rows a `*` in ROW matches),
+`= EXPRESSION` (computed with grpo_ba's functions: the worked examples), or `- why` (a token
+from no report, one per `-`: counted, not checked). References are separated by `;`.
+
+A table is anchored whole, on the line before it:
+
+    <!-- check-table: band | pair, =last held-out acc | -, pooled, native-1t, default-1t, against 0 -->
+
+names its source, how a row's key is made (its cells by column name, or a constant after
+`=`), and what each column is (`-` for the key's own cells or an unchecked column). Text that
+is not a page's own (README.md, docs/method.md) is checked through `Fragment`s kept beside the
+test: a passage of the page, with the references of its tokens, whose tokens may change and are
+then compared.
+
+Sources: band (assets/demo-band-v3/consequences.md), probe (assets/stability-probe/probe.md),
+v1-table (assets/table.md) and v1-paired (assets/paired_differences.md)."""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stability-probe/probe.md",
+           "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md"}
+VERDICTS = ("holds", "contradicted", "not detected")
+
+# a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
+# strings (2.13.0), model names (Qwen2.5) and ranges' second ends (0.97-0.99) are not signed.
+TOKEN = re.compile(r"(?P<word>\bnot\s+detected\b|\bcontradict(?:ed|s)?\b|\bholds?\b)"
+                   r"|(?P<count>(?<![\w./])\d+/\d+(?![\w./])|(?<![\w.])\d+ of (?:its |the )?\d+\b)"
+                   r"|(?P<number>(?:(?<![\w.)\]])[+-])?(?<![\w.])(?:\d+\.\d+(?!\.\d)(?!\d)%?|\d+%)(?!\w))")
+ANCHOR = re.compile(r"<!--\s*check(?P<table>-table)?:(?P<body>.*?)-->", re.S)
+CODE_SPAN = re.compile(r"`[^`\n]*`")
+COMMAND_LINE = re.compile(r"^ {4,}(?:python|nice|--|\S+ --)", re.M)
+KEY_HEADERS = {"seed", "variant", "pair", "metric", "rule", "regime", "setting", "label"}
+
+
+def _normal_word(word: str) -> str:
+    word = " ".join(word.split())
+    return {"hold": "holds", "contradicts": "contradicted", "contradict": "contradicted"}.get(word, word)
+
+
+def _normal_count(count: str) -> str:
+    """'8 of its 14' -> '8/14'."""
+    return re.sub(r"\s+of\s+(?:its\s+|the\s+)?", "/", count)
+
+
+def tokens(text: str) -> list[tuple[int, int, str]]:
+    """[(start, end, token)] of `text` outside code spans and command lines."""
+    hidden = [m.span() for m in CODE_SPAN.finditer(text)]
+    hidden += [(m.start(), text.find("\n", m.start()) % (len(text) + 1)) for m in COMMAND_LINE.finditer(text)]
+    found = []
+    for m in TOKEN.finditer(text):
+        if not any(a <= m.start() < b for a, b in hidden):
+            found.append((m.start(), m.end(), m.group()))
+    return found
+
+
+# ------------------------------------------------------------------ the reports, row by row
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _header_name(header: str) -> str:
+    """A column's name without what the report adds to it ('pooled mean [95% interval]' ->
+    'pooled', 'native-1t: own [95% interval]' -> 'native-1t', 'x (mean; per seed)' -> 'x')."""
+    name = re.sub(r"\s*\((?:mean; per seed)\)$", "", header)
+    name = re.sub(r"(?:\s*mean)?\s*\[95% interval\]$", "", name).removesuffix(":").strip()
+    name = re.sub(r": own$", "", name)
+    return {"mean difference": "difference"}.get(name, name)
+
+
+def parse_report(text: str) -> dict:
+    """{row key: {column: cell text}}: every table row (key: its leading key columns joined by
+    ' / '), and the lines a report writes outside tables (step 0, the primaries' spread, the
+    probe's counts of falls)."""
+    rows, header = {}, None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            header = None
+            _parse_line(line, rows)
+            continue
+        cells = _cells(line)
+        if set(line) <= set("|-: "):
+            continue
+        if header is None:
+            header = [_header_name(c) for c in cells]
+            continue
+        n_keys = next((i for i, h in enumerate(header) if h not in KEY_HEADERS or h == "label"), len(header))
+        rows[" / ".join(cells[:n_keys])] = dict(zip(header, cells))
+    return rows
+
+
+def _parse_line(line: str, rows: dict):
+    step0 = re.match(r"Step 0: greedy held-out accuracy (\S+), wrong/right (\S+) \(right (\S+), wrong (\S+) "
+                     r"tokens\), std/mean (\S+), sampled reward (\S+) ", line)
+    if step0:
+        rows["step 0"] = dict(zip(("accuracy", "wrong/right", "right", "wrong", "std/mean", "reward"),
+                                  (g.rstrip(",") for g in step0.groups())))
+    spread = re.match(r"- (.+), last held-out acc: sd (\S+) pooled, (\S+) on native-1t, (\S+) on default-1t; "
+                      r"the whole rule detects (\S+) at", line)
+    if spread:
+        rows[f"sd / {spread.group(1)}"] = dict(zip(("pooled", "native-1t", "default-1t", "detects"),
+                                                   spread.groups()[1:]))
+    falls = re.match(r"- (\S+) \(.*\): token (\d+/\d+), sequence (\d+/\d+), balanced (\d+/\d+)$", line)
+    if falls:
+        rows[f"falls / {falls.group(1)}"] = dict(zip(("token", "sequence", "balanced"), falls.groups()[1:]))
+
+
+def against_zero(verdict_cell: str) -> str:
+    """The verdict against 0 a verdict cell gives, then what it could have seen: 'holds' or
+    'not detected; differences of X ...' ('contradicted' only when it holds with the other sign)."""
+    if verdict_cell.startswith("holds"):
+        return "holds"
+    detectable = re.search(r"differences of (\S+) or more", verdict_cell)
+    if "not detected" in verdict_cell:
+        return f"not detected; differences of {detectable.group(1)} or more" if detectable else "not detected"
+    return "contradicted"
+
+
+def unregistered_against_zero(row: dict) -> str:
+    """A version-1 interval (one warm-up, no machine variants) never holds: 'not detected;
+    differences of X or more' where it contains 0 (X from its own width, as `python -m
+    grpo_ba_lab.analysis.paired_stats --interval LOW HIGH --seeds N` prints it), and no verdict
+    word where it excludes 0 (the page says exploratory)."""
+    from grpo_ba_lab.analysis import paired_stats
+    if row["interval excludes 0"] == "yes":
+        return ""
+    low, high = (float(t) for _, _, t in tokens(row["difference"])[1:3])
+    n = int(row["seeds"])
+    detectable = paired_stats.detectable_difference(paired_stats.sd_from_interval(low, high, n), n)
+    return f"not detected; differences of {detectable:.3f} or more"
+
+
+def earlier_value(verdict_cell: str) -> str:
+    """'contradicted: X' when the cell says an earlier value lies outside the interval, else ''."""
+    earlier = re.search(r"(?:the earlier|toy value) ([+-]\d+\.\d+)", verdict_cell)
+    return f"contradicted: {earlier.group(1)}" if earlier and "outside" in verdict_cell else ""
+
+
+_REPORTS: dict = {}
+
+
+def report(source: str) -> dict:
+    if source not in _REPORTS:
+        with open(os.path.join(REPO, SOURCES[source])) as f:
+            _REPORTS[source] = parse_report(f.read())
+    return _REPORTS[source]
+
+
+def cell(source: str, row: str, column: str) -> str:
+    """One cell of a report; the derived columns 'against 0' and 'earlier' read a verdict."""
+    rows = report(source)
+    if row not in rows:
+        raise KeyError(f"{source} has no row {row!r}")
+    if column in ("against 0", "earlier") and "verdict" in rows[row]:
+        return (against_zero if column == "against 0" else earlier_value)(rows[row]["verdict"])
+    if column == "against 0" and "interval excludes 0" in rows[row]:      # version 1: 5 seeds, one warm-up
+        return unregistered_against_zero(rows[row])
+    if column not in rows[row]:
+        raise KeyError(f"{source} row {row!r} has no column {column!r} (it has {sorted(rows[row])})")
+    return rows[row][column]
+
+
+def expected_tokens(reference: str) -> list[str] | None:
+    """The tokens one reference stands for (None: '-', a token from no report)."""
+    reference = reference.strip()
+    if reference.startswith("-"):
+        return None
+    if reference.startswith("="):
+        value = eval(reference[1:], computed_namespace())           # the page's own worked examples
+        return [v if isinstance(v, str) else repr(float(v))
+                for v in (value if isinstance(value, (list, tuple)) else [value])]
+    source, row, columns = (part.strip() for part in reference.split("|"))
+    out = []
+    for column in _columns(source, row, columns):
+        out += column_tokens(source, row, column)
+    return out
+
+
+def _columns(source: str, row: str, columns: str) -> list[str]:
+    """'pooled#1, against 0' -> ['pooled#1', 'against 0']; a column whose own name has a comma
+    ('sampled reward, last 10%') is one column."""
+    names, pending = [], ""
+    known = set().union(*(r.keys() for k, r in report(source).items() if fnmatch.fnmatchcase(k, row)))
+    known |= {"against 0", "earlier"}
+    for piece in columns.split(","):
+        pending = f"{pending},{piece}" if pending else piece.strip()
+        if pending.partition("#")[0].strip() in known:
+            names.append(pending.strip())
+            pending = ""
+    if pending:
+        names.append(pending.strip())                  # unknown: column_tokens says so
+    return names
+
+
+def column_tokens(source: str, row: str, column: str) -> list[str]:
+    """The tokens of one report column at one row (`#k`: the k-th; `#min` / `#max` over the
+    rows a `*` in `row` matches, `#min*` / `#max*` over every token of those cells)."""
+    name, _, pick = column.partition("#")
+    if "*" in row:                                  # #min / #max over rows; #min* over every token
+        values = [float(t.rstrip("%")) for r in report(source)
+                  if fnmatch.fnmatchcase(r, row) and name in report(source)[r]
+                  for _, _, t in tokens(cell(source, r, name))[:None if pick.endswith("*") else 1]]
+        if not values:
+            raise KeyError(f"{source}: no row matches {row!r} with a column {name!r}")
+        return [repr({"min": min, "max": max}[pick.rstrip("*")](values))]
+    found = [t for _, _, t in tokens(cell(source, row, name))]
+    return found if not pick else [found[int(pick) - 1]]
+
+
+def computed_namespace() -> dict:
+    import math
+
+    import torch
+
+    import grpo_ba
+    from grpo_ba_lab.analysis import paired_stats
+    return {"math": math, "torch": torch, "grpo_ba": grpo_ba, "paired_stats": paired_stats,
+            "group": worked_group, "falls": probe_falls, "peaks_at_step_0": probe_peaks_at_step_0,
+            "HIGH_LR": HIGH_LR, "holding": band_rows_holding, "ACCURACY": ACCURACY}
+
+
+ACCURACY = ("last held-out acc", "peak held-out acc", "peak-to-last drop", "mean of the last 5 evals",
+            "area under the acc curve (mean acc)")
+
+
+def band_rows_holding(label: str, metrics=ACCURACY, verdict: str = "holds") -> tuple[str, str]:
+    """('n/m', verdict): of demo-band's m rows with this label and one of these metrics, the n
+    whose verdict against 0 is `verdict` (the page states the count, then the word)."""
+    rows = [r for r in report("band").values() if r.get("label") == label and r.get("metric") in metrics]
+    return f"{sum(against_zero(r['verdict']).startswith(verdict) for r in rows)}/{len(rows)}", verdict
+
+
+HIGH_LR = ("cap-keep", "cap-mask", "hot-keep", "hot-mask", "tilde-hot-keep")   # lr 3e-4 or more
+
+
+def _probe_runs(rule=None, settings=None) -> list[dict]:
+    return [row for key, row in report("probe").items() if key.count(" / ") == 2
+            and (rule is None or row["rule"] == rule) and (settings is None or row["setting"] in settings)]
+
+
+def probe_falls(rule=None, settings=None) -> str:
+    """'n/m': of the probe's m runs (of a rule, of some settings), the n whose drop exceeds 0.1."""
+    runs = _probe_runs(rule, settings)
+    return f"{sum(float(r['drop']) > 0.1 for r in runs)}/{len(runs)}"
+
+
+def probe_peaks_at_step_0(rule=None, settings=None) -> str:
+    """'n/m': of the probe's m runs, the n whose peak is their step-0 accuracy."""
+    runs = _probe_runs(rule, settings)
+    return f"{sum(r['peak'] == r['step-0 acc'] for r in runs)}/{len(runs)}"
+
+
+def worked_group(rewards, lengths, aggregator: str):
+    """(J at ratio 1, W+, W-) of one group through grpo_ba's own functions (on-policy, so the
+    token loss is -A_i at every token): docs/method.md §3's worked example and the explorable's."""
+    import torch
+
+    import grpo_ba
+    g = len(rewards)
+    advantages = grpo_ba.group_advantages(torch.tensor(rewards, dtype=torch.float64), g)
+    mask = torch.zeros(g, max(lengths), dtype=torch.float64)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+    aggregate = getattr(grpo_ba, f"aggregate_{aggregator}")
+    loss = aggregate(-advantages[:, None] * mask, mask, advantages, g)
+    w_pos, w_neg = grpo_ba.sign_weights(mask, advantages, g, aggregator)
+    return float(loss), float(w_pos), float(w_neg)
+
+
+# ------------------------------------------------------------------ comparing a page's token
+
+def same(stated: str, expected: str) -> bool:
+    """Does a page's token say what the report's (or the computation's) does, to the page's
+    own precision? A number without a sign may state a magnitude; a signed one, its sign too."""
+    stated_word, expected_word = TOKEN.fullmatch(stated), TOKEN.fullmatch(expected)
+    if stated_word and stated_word.group("word"):
+        return bool(expected_word and expected_word.group("word")) and \
+            _normal_word(stated) == _normal_word(expected)
+    if TOKEN.fullmatch(stated).group("count"):
+        return _normal_count(stated) == _normal_count(expected)
+    try:
+        value = float(expected)
+    except ValueError:
+        return False
+    digits = stated.lstrip("+-").rstrip("%")
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    scale = 100.0 if stated.endswith("%") else 1.0
+    if f"{abs(value) * scale:.{decimals}f}" != digits:
+        return False
+    if stated[0] in "+-" and value != 0 and (stated[0] == "-") != (value < 0):
+        return False
+    return not (stated[0] in "+-" and value == 0 and expected[:1] in "+-" and stated[0] != expected[0])
+
+
+# ------------------------------------------------------------------ checking a page
+
+@dataclass
+class Fragment:
+    """A passage of a page this project does not anchor, with the references of its tokens."""
+    page: str
+    text: str
+    references: str
+
+
+def _compare(where: str, stated: list[str], references: str, problems: list, exempt: list):
+    expected = []
+    for reference in references.split(";") if isinstance(references, str) else [references]:
+        try:
+            tokens_for = expected_tokens(reference) if isinstance(reference, str) else column_tokens(*reference)
+        except (KeyError, IndexError, ValueError) as err:
+            problems.append(f"{where}: reference {reference.strip()!r}: {err}")
+            return
+        expected += [None] if tokens_for is None else tokens_for
+    if len(stated) != len(expected):
+        problems.append(f"{where}: {len(stated)} tokens {stated} but {len(expected)} references {expected}")
+        return
+    for said, meant in zip(stated, expected):
+        if meant is None:
+            exempt.append(said)
+        elif not same(said, meant):
+            problems.append(f"{where}: states {said!r} where its reference reads {meant!r}")
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def check_text(text: str, name: str, start: int = 0, end: int | None = None):
+    """(problems, exempt tokens) of the anchored region text[start:end]."""
+    end = len(text) if end is None else end
+    problems, exempt = [], []
+    anchors = [m for m in ANCHOR.finditer(text) if start <= m.start() < end]
+    previous = start
+    tables = []                                       # (start, end) of anchored tables
+    for anchor in anchors:
+        if anchor.group("table"):
+            table_end = _check_table(text, anchor, name, problems, exempt)
+            tables.append((anchor.start(), table_end))
+            continue
+        segment = [(s, t) for s, _, t in tokens(text[:anchor.start()]) if s >= previous
+                   and not any(a <= s < b for a, b in tables) and not _inside_anchor(text, s, anchors)]
+        _compare(f"{name} line {_line_of(text, anchor.start())}", [t for _, t in segment],
+                 anchor.group("body"), problems, exempt)
+        previous = anchor.end()
+    rest = [(s, t) for s, _, t in tokens(text[:end]) if s >= previous
+            and not any(a <= s < b for a, b in tables) and not _inside_anchor(text, s, anchors)]
+    if rest:
+        problems.append(f"{name} line {_line_of(text, rest[0][0])}: {[t for _, t in rest]} follow the last "
+                        f"anchor: every number and verdict word needs one")
+    return problems, exempt
+
+
+def _inside_anchor(text, offset, anchors) -> bool:
+    return any(a.start() <= offset < a.end() for a in anchors)
+
+
+def _check_table(text, anchor, name, problems, exempt) -> int:
+    """Check the table after a check-table anchor; returns where the table ends."""
+    parts = [p.strip() for p in anchor.group("body").split("|")]
+    lines, offset = [], anchor.end()
+    for line in text[anchor.end():].lstrip("\n").splitlines(keepends=True):
+        if not line.startswith("|"):
+            break
+        lines.append(line)
+    table_end = text.index(lines[-1], anchor.end()) + len(lines[-1]) if lines else offset
+    rows = [_cells(line) for line in lines if not set(line.strip()) <= set("|-: ")][1:]
+    if parts[0].startswith("-"):
+        exempt += [t for row in rows for c in row for _, _, t in tokens(c)]
+        return table_end
+    source, key_spec, column_spec = parts
+    headers = [_header_name(c) for c in _cells(lines[0])]
+    columns = headers if column_spec == "*" else [c.strip() for c in column_spec.split(",")]
+    for row in rows:
+        where = f"{name} line {_line_of(text, text.index(' | '.join(row[:1]), anchor.end()))}"
+        if len(row) != len(columns):
+            problems.append(f"{where}: {len(row)} cells, the anchor names {len(columns)} columns")
+            continue
+        key = " / ".join(k[1:] if k.startswith("=") else row[int(k)] for k in
+                         (k.strip() for k in key_spec.split(",")))
+        for value, column, header in zip(row, columns, headers):
+            stated = [t for _, _, t in tokens(value)]
+            if column == "-":
+                continue
+            if column.startswith("- "):
+                exempt += stated
+                continue
+            row_key = key
+            if column.endswith("@"):             # a pivoted report: the header names the row's metric
+                row_key, column = f"{key} / {header}", column[:-1]
+            _compare(f"{where} ({column})", stated, (source, row_key, column), problems, exempt)
+    return table_end
+
+
+def check_fragments(fragments: list[Fragment], texts: dict) -> tuple[list, list]:
+    """(problems, exempt tokens) of passages of pages found by their words, whatever their
+    tokens say now; a passage no longer found is a problem too."""
+    problems, exempt = [], []
+    for fragment in fragments:
+        match = fragment_pattern(fragment.text).search(texts[fragment.page])
+        if not match:
+            problems.append(f"{fragment.page}: passage not found: {fragment.text[:60]!r}...")
+            continue
+        stated = [t for _, _, t in tokens(match.group())]
+        _compare(f"{fragment.page} line {_line_of(texts[fragment.page], match.start())}", stated,
+                 fragment.references, problems, exempt)
+    return problems, exempt
+
+
+def fragment_pattern(text: str):
+    """The passage as a pattern in which each token may be any token of its kind, and any run
+    of white space any other."""
+    pieces, last = [], 0
+    for start, end, token in tokens(text):
+        pieces.append(re.escape(text[last:start]))
+        kind = TOKEN.fullmatch(token).lastgroup
+        pieces.append({"word": r"(?:not\s+detected|contradict(?:ed|s)?|holds?)",
+                       "count": r"(?:\d+/\d+|\d+\s+of\s+(?:its\s+|the\s+)?\d+)",
+                       "number": r"[+-]?(?:\d+\.\d+%?|\d+%)"}[kind])
+        last = end
+    pieces.append(re.escape(text[last:]))
+    return re.compile(re.sub(r"(\\\s|\\\n| )+", r"\\s+", "".join(pieces)))
+
+
+def section(text: str, heading: str) -> tuple[int, int]:
+    """(start, end) of the section under `heading` up to the next heading of its level or above."""
+    start = text.index(heading)
+    level = len(heading) - len(heading.lstrip("#"))
+    following = re.compile(r"^#{1,%d} " % level, re.M)
+    after = following.search(text, start + len(heading))
+    return start, after.start() if after else len(text)
