@@ -1,6 +1,9 @@
 """docs/trainer-names.md names real settings: every TRL name in its TRL column is a field of
 the installed GRPOConfig, every dotted verl key in its verl column is in verl's generated
-trainer config, and every grpo_ba flag is one of grpo_ba.py's."""
+trainer config, and every grpo_ba flag is one of grpo_ba.py's. Its table of aggregation modes
+says what each installed mode computes: every loss type of the installed TRL and every mode of
+verl's agg_loss has a row, and each row's formula equals the installed function on a batch
+whose groups have different total lengths."""
 import dataclasses
 import importlib.util
 import os
@@ -16,11 +19,26 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CODE = re.compile(r"`([^`]+)`")
 
 
-def rows():
-    """[(grpo_ba cell, TRL cell, verl cell, OpenRLHF cell)] of the page's tables."""
+def tables():
+    """{header's first cell: [rows as lists of cells]} of the page's tables (a header's tables merged)."""
+    out, header = {}, None
     with open(os.path.join(ROOT, "docs", "trainer-names.md")) as f:
-        cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in f if line.startswith("| ")]
-    return [c[:4] for c in cells if c[0] not in ("grpo_ba.py",) and not set(c[0]) <= set("-")]
+        for line in f:
+            if not line.startswith("|"):
+                header = None
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if header is None:
+                header = cells[0]
+                out.setdefault(header, [])
+            elif not set(cells[0]) <= set("-"):
+                out[header].append(cells)
+    return out
+
+
+def rows():
+    """[(grpo_ba cell, TRL cell, verl cell, OpenRLHF cell)] of the settings tables."""
+    return [c[:4] for c in tables()["grpo_ba.py"]]
 
 
 def names(cell, pattern):
@@ -66,3 +84,140 @@ def test_every_dotted_verl_key_is_in_verls_trainer_config():
                 break
             node = node[part]
     assert missing == []
+
+
+# =====================================================================================
+# The aggregation modes: each row's formula against the installed function
+# =====================================================================================
+
+import inspect  # noqa: E402
+
+import torch  # noqa: E402
+
+G = 4
+
+
+def mode_rows(trainer):
+    """{mode: formula} of the rows of one trainer ("TRL", "verl", "this project", ...)."""
+    out = {}
+    for cells in tables()["trainer"]:
+        if cells[0].startswith(trainer):
+            out[CODE.findall(cells[1])[0]] = CODE.findall(cells[2])[0]
+    return out
+
+
+def formula(name, per_token, mask, advantages, horizon=None):
+    """The page's formula shapes, written out from its first table: (B, T) terms, (B, T) mask,
+    (B,) advantages, rows in contiguous groups of G -> scalar."""
+    terms = per_token * mask
+    sums, lengths = terms.sum(1), mask.sum(1)                                    # (B,)
+    if name == "pooled-token":
+        return sums.sum() / lengths.sum()
+    if name == "group-token":
+        return (sums.view(-1, G).sum(1) / lengths.view(-1, G).sum(1)).mean()
+    if name == "sequence":
+        return (sums / lengths).mean()
+    if name == "sequence-sum":
+        return sums.mean()
+    if name == "constant":
+        return sums.sum() / (sums.numel() * horizon)
+    if name == "sum":
+        return sums.sum()
+    if name == "balanced":
+        a, s, n = advantages.view(-1, G), sums.view(-1, G), lengths.view(-1, G)
+        total = 0.0
+        for side in (a > 0, a < 0):
+            mass = (a.abs() * side).sum(1)                                       # M_s per group
+            denominator = (a.abs() * n * side).sum(1)
+            total = total + torch.where(denominator > 0, mass / G * (s * side).sum(1) / denominator.clamp(min=1e-12),
+                                        torch.zeros_like(mass))
+        return total.mean()
+    raise KeyError(name)
+
+
+def unequal_groups():
+    """Two groups of G whose total lengths differ (16 and 12): the pooled and per-group token means differ."""
+    lengths = torch.tensor([1, 7, 2, 6, 3, 3, 3, 3])
+    mask = (torch.arange(8)[None, :] < lengths[:, None]).float()                 # (8, 8)
+    advantages = torch.tensor([1.0, -1.0, -0.5, 0.5, 1.0, 1.0, -1.0, -1.0])
+    return mask, advantages
+
+
+def test_the_formula_shapes_tell_the_pooled_token_mean_from_the_per_group_one():
+    mask, adv = unequal_groups()
+    terms = torch.randn(mask.shape, generator=torch.Generator().manual_seed(0))
+    assert formula("pooled-token", terms, mask, adv) != pytest.approx(formula("group-token", terms, mask, adv).item())
+    equal = mask.clone()
+    equal[4:, :4] = 1                                                            # second group: 4 x 4 = 16 tokens
+    assert formula("pooled-token", terms, equal, adv) == pytest.approx(formula("group-token", terms, equal, adv).item())
+
+
+def test_the_projects_three_rules_are_their_rows_formulas():
+    import grpo_ba
+    rows = mode_rows("this project")
+    assert set(rows) == set(grpo_ba.AGGREGATORS)
+    mask, adv = unequal_groups()
+    terms = torch.randn(mask.shape, generator=torch.Generator().manual_seed(1))
+    for rule, name in rows.items():
+        assert grpo_ba.AGGREGATORS[rule](terms, mask, adv, G).item() == pytest.approx(
+            formula(name, terms, mask, adv).item(), rel=1e-6), rule
+
+
+def test_every_verl_mode_has_a_row_whose_formula_is_agg_loss():
+    pytest.importorskip("verl", reason="verl is optional: pip install --no-deps verl==0.9.1")
+    from verl.trainer.ppo.core_algos import agg_loss
+    installed = set(re.findall(r'loss_agg_mode == "([a-z-]+)"', inspect.getsource(agg_loss)))
+    installed |= {m for group in re.findall(r"loss_agg_mode in \[([^\]]+)\]", inspect.getsource(agg_loss))
+                  for m in re.findall(r'"([a-z-]+)"', group)}
+    rows = mode_rows("verl")
+    assert len(installed) >= 5 and set(rows) == installed, (sorted(installed), sorted(rows))
+    mask, adv = unequal_groups()
+    terms = torch.randn(mask.shape, generator=torch.Generator().manual_seed(2))
+    for mode, name in rows.items():
+        verl_value = agg_loss(terms, mask, mode, loss_scale_factor=5 if mode == "seq-mean-token-sum-norm" else None)
+        assert verl_value.item() == pytest.approx(formula(name, terms, mask, adv, horizon=5).item(), rel=1e-6), mode
+
+
+@pytest.mark.slow                                  # builds a tiny model and TRL's trainer
+def test_every_trl_loss_type_has_a_row_whose_formula_is_trls_loss(tmp_path):
+    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements-trl.txt")
+    from datasets import Dataset
+    from grpo_ba import clipped_token_loss
+    from toy_tasks.model import char_tokenizer, tiny_qwen3
+    source = inspect.getsource(trl.GRPOTrainer._compute_loss)
+    installed = set(re.findall(r'self\.loss_type == "([a-z_]+)"', source))
+    installed |= {t for group in re.findall(r"self\.loss_type in \[([^\]]+)\]", source)
+                  for t in re.findall(r'"([a-z_]+)"', group)}
+    rows = mode_rows("TRL")
+    assert {"grpo", "bnpo", "dr_grpo", "dapo"} <= installed and set(rows) == installed, (sorted(installed), sorted(rows))
+
+    tokenizer = char_tokenizer()
+    config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=G,
+                            max_completion_length=8, use_cpu=True, report_to=[], bf16=False)
+    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer, seed=0), reward_funcs=lambda completions, **kw: [0.0],
+                              args=config, train_dataset=Dataset.from_dict({"prompt": ["1+1="]}),
+                              processing_class=tokenizer)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    mask, adv = unequal_groups()
+    gen = torch.Generator().manual_seed(3)
+    batch = {"prompt_ids": torch.randint(3, 12, (8, 3), generator=gen), "prompt_mask": torch.ones(8, 3).long(),
+             "completion_ids": torch.randint(3, 12, (8, 8), generator=gen) * mask.long(),
+             "completion_mask": mask.long(), "advantages": adv, "num_items_in_batch": mask.sum()}
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    for loss_type, name in rows.items():
+        trainer.loss_type = loss_type
+        trainer.importance_sampling_level = "sequence" if loss_type == "luspo" else "token"
+        trainer.epsilon_high = 5.0 if loss_type == "cispo" else 0.2          # cispo's cap on the ratio, above 1
+        trl_loss = trainer.compute_loss(trainer.model, dict(batch))           # on-policy: ratio 1
+        trl_grads = torch.autograd.grad(trl_loss, params)
+        logp = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention, 8)[0]
+        ours = formula(name, clipped_token_loss(logp, logp.detach(), adv, mask), mask, adv,
+                       horizon=trainer.max_completion_length)
+        our_grads = torch.autograd.grad(ours, params)
+        for a, b in zip(trl_grads, our_grads):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), loss_type
+        if loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):          # the clipped term's value too
+            assert trl_loss.item() == pytest.approx(ours.item(), rel=1e-5, abs=1e-7), loss_type
