@@ -1,0 +1,151 @@
+"""The lab session's pages hold what they promise: the handout's numbers are what grpo_ba.py
+computes, it fits one page and uses the paper's names for the two biases, the answers stay
+off the students' pages, every course command of the session parses, and the pages link
+what they name."""
+import os
+import re
+import shlex
+
+import pytest
+import torch
+
+import grpo_ba
+from exercises import prelab_check
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PAGES = ("docs/teaching.md", "docs/lab-session.md", "docs/handout.md", "docs/lab-session-answers.md")
+WORKED_LENGTHS, FLIPPED_LENGTHS = [2, 4, 1, 3], [4, 2, 3, 1]     # the handout's, and its Predict table's
+THREE_DECIMALS = re.compile(r"(?<![\w.])[+-]?\d\.\d{3}(?!\d)")
+
+
+def read(path):
+    with open(os.path.join(ROOT, path)) as f:
+        return f.read()
+
+
+def table_after(text, marker):
+    """{first cell: other cells} of the first markdown table after the line holding `marker`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if marker in line)
+    rows, seen = {}, False
+    for line in lines[start + 1:]:
+        if line.startswith("|"):
+            seen = True
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+        elif seen:
+            break
+    return rows
+
+
+def group(lengths):
+    """(mask (4, T), advantages (4,)) of rewards [1, 0, 1, 0] with these lengths."""
+    return (grpo_ba.mask_from_lengths(torch.tensor(lengths)),
+            grpo_ba.group_advantages(torch.tensor([1.0, 0.0, 1.0, 0.0]), 4))
+
+
+def per_sign_numbers(lengths):
+    """{rule: [J at ratio 1, W+, W-, share on right answers]}, by grpo_ba's functions."""
+    mask, adv = group(lengths)
+    logp = torch.zeros(mask.shape)                              # ratio 1: l_it = -A_i
+    numbers = {}
+    for rule, aggregate in grpo_ba.AGGREGATORS.items():
+        J = aggregate(grpo_ba.clipped_token_loss(logp, logp, adv, mask), mask, adv, 4).item()
+        w_pos, w_neg = grpo_ba.sign_weights(mask, adv, 4, rule)
+        numbers[rule] = [J, w_pos.item(), w_neg.item(), grpo_ba.positive_share(mask, adv, 4, rule)]
+    return numbers
+
+
+def assert_printed(rows, computed):
+    assert set(rows) >= set(computed)
+    for rule, values in computed.items():
+        assert [float(cell) for cell in rows[rule]] == pytest.approx(values, abs=5e-4), rule
+
+
+def test_handouts_worked_example_is_what_grpo_ba_computes():
+    rows = table_after(read("docs/handout.md"), "**Worked example**")
+    assert_printed(rows, per_sign_numbers(WORKED_LENGTHS))
+
+
+def test_handouts_token_weights_are_what_grpo_ba_computes():
+    mask, adv = group(WORKED_LENGTHS)
+    computed = {rule: grpo_ba.token_weights(mask, adv, 4, rule)[:, 0].tolist()
+                for rule in grpo_ba.AGGREGATORS}
+    assert_printed(table_after(read("docs/handout.md"), "Weight of one token of each answer"), computed)
+
+
+def test_handouts_predict_table_is_blank_and_the_answers_are_what_grpo_ba_computes():
+    blank = table_after(read("docs/handout.md"), "**Predict**")
+    assert set(blank) >= set(grpo_ba.AGGREGATORS)
+    assert all(cell == "" for rule in grpo_ba.AGGREGATORS for cell in blank[rule])
+    answers = table_after(read("docs/lab-session-answers.md"), "## Step 1")
+    assert_printed(answers, per_sign_numbers(FLIPPED_LENGTHS))
+
+
+def test_handout_fits_one_page_with_the_formulas_and_the_papers_names():
+    handout = read("docs/handout.md")
+    assert len(handout.splitlines()) <= 70
+    for formula in ("J_seq = (1/G)", "J_tok = (1 / sum_i L_i)", "J_BA  = (k/G)"):
+        assert formula in handout
+    assert "W+" in handout and "W-" in handout
+    assert "*Sign-length coupling*" in handout and "*Sequence equal-weighting*" in handout
+    assert "0.5 on the right answers is the unbiased" in handout
+
+
+def test_lab_pages_use_the_papers_names_and_no_published_copy():
+    for path in PAGES:
+        text = read(path).lower()
+        assert "devaluation" not in text, path
+        assert "published copy" not in text, path
+    session = read("docs/lab-session.md")
+    assert "**sign-length coupling**" in session and "**sequence\n   equal-weighting**" in session
+
+
+def test_lab_session_states_its_learning_objectives():
+    session = read("docs/lab-session.md")
+    section = session.split("## Learning objectives", 1)[1].split("\n## ", 1)[0]
+    assert len(re.findall(r"^\d\. ", section, flags=re.M)) >= 5
+
+
+def test_answers_stay_off_the_students_pages():
+    answers, handout = read("docs/lab-session-answers.md"), read("docs/handout.md")
+    only_in_answers = set(THREE_DECIMALS.findall(answers)) - set(THREE_DECIMALS.findall(handout))
+    assert len(only_in_answers) >= 10                # the Predict table and both runs' numbers
+    for page in ("docs/lab-session.md", "docs/handout.md"):
+        assert set(THREE_DECIMALS.findall(read(page))) & only_in_answers == set(), page
+    session = read("docs/lab-session.md")           # linked once, after the last step
+    assert session.count("(lab-session-answers.md)") == 2
+    assert session.index("(lab-session-answers.md)", session.index("**Step 4")) > 0
+
+
+def test_every_link_of_the_lab_pages_resolves():
+    for path in PAGES:
+        for target in re.findall(r"\]\(([^)#]+)\)", read(path)):
+            if "://" in target:
+                continue
+            assert os.path.exists(os.path.join(ROOT, os.path.dirname(path), target)), (path, target)
+    assert "(lab-session.md)" in read("docs/teaching.md")
+
+
+def test_every_course_command_of_the_lab_session_parses():
+    from toy_tasks import designs
+    commands = [line.strip() for line in read("docs/lab-session.md").splitlines()
+                if line.strip().startswith("python grpo_ba.py")]
+    assert len(commands) == 4
+    parsed = 0
+    for command in commands:
+        argv = shlex.split(command)[2:]
+        if "long-right" in argv and "long-right" not in designs.DESIGNS:
+            continue                                 # the design's own test skips the same way
+        args = grpo_ba.parse_args(argv)
+        grpo_ba.check_args(args)
+        assert args.steps == 5 and args.aggregator in grpo_ba.AGGREGATORS
+        parsed += 1
+    assert parsed >= 2
+
+
+def test_the_prelab_output_shown_names_every_check():
+    session = read("docs/lab-session.md")
+    assert "python -m exercises.prelab_check" in session
+    for name, _ in prelab_check.CHECKS:
+        assert f"ok    {name}: " in session, name
