@@ -60,3 +60,15 @@ def test_report_names_the_failed_claims_of_each_function_only():
 
 def test_unknown_function_is_a_usage_error():
     assert check.main(["no_such_function"]) == 2
+
+
+def test_readme_documents_every_command_of_the_exercises():
+    def text(name):
+        with open(os.path.join(ROOT, "exercises", name)) as f:
+            return f.read()
+    readme = text("README.md")
+    commands = {name[:-3] for name in os.listdir(os.path.join(ROOT, "exercises"))
+                if name.endswith(".py") and "__main__" in text(name)}
+    assert commands >= {"check", "prelab_check"}
+    for command in commands:
+        assert f"python -m exercises.{command}" in readme, command
