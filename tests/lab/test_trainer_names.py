@@ -163,6 +163,7 @@ def test_the_projects_three_rules_are_their_rows_formulas():
             formula(name, terms, mask, adv).item(), rel=1e-6), rule
 
 
+@pytest.mark.slow                                  # imports verl's trainer code
 def test_every_verl_mode_has_a_row_whose_formula_is_agg_loss():
     pytest.importorskip("verl", reason="verl is optional: pip install --no-deps verl==0.9.1")
     from verl.trainer.ppo.core_algos import agg_loss
