@@ -41,10 +41,12 @@ def build(args, log=print):
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet "
                              "file)")
         check_model_path(args.model)
-        tokenizer = load_tokenizer(args.model)
-        train, heldout = split_heldout(read_dataset(args.dataset), args.eval_prompts)
+        tokenizer, policy = load_tokenizer(args.model), load_model(args.model)
+        context = getattr(policy.config.get_text_config(), "max_position_embeddings", None)
+        room = context and context - args.max_new_tokens     # the prompt's share of the context
+        rows = read_dataset(args.dataset, tokenizer, room, f"context {context} - --max-new-tokens")
+        train, heldout = split_heldout(rows, args.eval_prompts)
         log(f"dataset {args.dataset}: {len(train)} training rows, {len(heldout)} held out")
-        policy = load_model(args.model)
         task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "")
     else:
         world = designs.world(args.design)
@@ -131,35 +133,129 @@ def load_tokenizer(name_or_path: str):
     return tokenizer
 
 
-def read_dataset(source: str) -> list:
-    """[{"prompt", "answer"}] from a .jsonl / .json / .parquet file or a hub dataset id.
-    A prompt is text or a list of chat messages; an answer is text, a number or a list of
-    acceptable answers. A row the verifier could never reward is refused, naming it (the
-    lab's data checks, grpo_ba_lab/plumbing/real_data.py, say more and can skip rows)."""
+# ------------------------------------------------------------------ a dataset, every row checked
+# The checks of the course and the lab (grpo_ba_lab/plumbing/real_data.py adds its columns,
+# JSON arrays, counts and --skip-bad-rows): a gold the verifier can never reward, or a prompt
+# the policy cannot be fed, is wrong data in the very signal this project studies.
+
+MISSING = object()                               # a column a row does not have at all
+PROBLEMS = {"malformed_json": "malformed JSON", "missing_prompt": "no prompt",
+            "bad_prompt": "prompt is neither text nor a list of chat messages",
+            "bad_messages": "chat messages without a text role and content",
+            "template_error": "the chat template refuses the prompt",
+            "missing_answer": "no gold answer", "prompt_too_long": "prompt too long",
+            "unreadable_answer": "gold answer the verifier cannot read"}
+
+
+def read_dataset(source: str, tokenizer=None, max_tokens: int = 0, why: str = "") -> list:
+    """[{"prompt", "answer"}] of a .jsonl / .json / .parquet file or a hub dataset id: a prompt
+    is text or chat messages, an answer text, a number or a list of acceptable answers. The
+    first row training cannot use stops the run in one line naming file, row and problem."""
+    rows = []
+    for where, row in read_records(source):
+        prompt, answer = (MISSING, MISSING) if isinstance(row, str) else (
+            row.get("prompt", MISSING), row.get("answer", MISSING))
+        problem = (("malformed_json", row) if isinstance(row, str) else prompt_problem(prompt)
+                   or answer_problem(answer)
+                   or measure_prompt(tokenizer, prompt, max_tokens, why)[1])
+        if problem:
+            raise SetupError(f"{source} {where}: {PROBLEMS[problem[0]]} ({problem[1]})")
+        rows.append({"prompt": prompt, "answer": as_gold(answer)})
+    if len(rows) < 2:
+        raise SetupError(f"{source}: {len(rows) or 'empty, no'} row(s); a run needs two or more")
+    return rows
+
+
+def read_records(source: str, split: str = "train") -> list:
+    """[(where, row)] in file order: "line N" of a .jsonl file as an editor numbers it (a line
+    that is not a JSON object: the parser's complaint, a str), "row N" of anything else."""
+    extension = os.path.splitext(source)[1].lower()
+    if extension in (".json", ".jsonl", ".parquet") and not os.path.isfile(source):
+        raise SetupError(f"dataset file {source!r} does not exist")
+    if extension == ".jsonl":
+        with open(source, "rb") as f:
+            return json_lines(f.read())
+    if os.path.exists(source) and extension not in (".json", ".parquet"):
+        raise SetupError(f"dataset {source!r}: use a .json, .jsonl or .parquet file")
     import datasets
     datasets.disable_progress_bars()
-    kind = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}.get(
-        os.path.splitext(source)[1].lower())
-    if kind and not os.path.isfile(source):
-        raise SetupError(f"dataset file {source!r} does not exist")
+    kind = {".json": "json", ".parquet": "parquet"}.get(extension)
     try:
-        data = (datasets.load_dataset(kind, data_files=source, split="train") if kind
-                else datasets.load_dataset(source, split="train"))
+        data = datasets.load_dataset(kind or source, data_files=kind and source, split=split)
     except Exception as err:                             # malformed, offline, unknown id ...
         raise SetupError(f"cannot read dataset {source!r}: {str(err).splitlines()[0]}") from None
-    rows = []
-    for n, row in enumerate(data, 1):
-        prompt, answer = row.get("prompt"), row.get("answer")
-        golds = answer if isinstance(answer, list) else [answer]
-        if not prompt or not golds or any(
-                g is None or verifier.parse_gold(str(g)) is None for g in golds):
-            raise SetupError(f"{source} row {n}: needs a prompt and a gold answer the verifier "
-                             f"can read (got {json.dumps(row, default=str)[:80]})")
-        rows.append({"prompt": prompt, "answer": [str(g) for g in golds]
-                     if isinstance(answer, list) else str(answer)})
-    if len(rows) < 2:
-        raise SetupError(f"{source}: {len(rows)} row(s); a run needs at least two")
-    return rows
+    return [(f"row {n}", row) for n, row in enumerate(data, 1)]
+
+
+def json_lines(raw: bytes) -> list:
+    """[("line N", the line's JSON object or why it is not one)], blank lines skipped."""
+    records = []
+    for n, line in enumerate(raw.removeprefix(b"\xef\xbb\xbf").split(b"\n"), 1):   # less a BOM
+        if line.strip():
+            try:
+                row = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                row = f"{err.msg}, column {err.colno}" if hasattr(err, "colno") else "not UTF-8"
+            records.append((f"line {n}", row if isinstance(row, (dict, str)) else
+                            f"a row must be a JSON object, not {type(row).__name__}"))
+    return records
+
+
+def prompt_problem(prompt, column: str = "prompt"):
+    """(kind, detail) unless the prompt is text or chat messages with a text role and content."""
+    if prompt is MISSING or prompt is None or (isinstance(prompt, str) and not prompt.strip()):
+        state = "missing" if prompt is MISSING else "null" if prompt is None else "empty"
+        return "missing_prompt", f"column {column!r} is {state}"
+    if not isinstance(prompt, (str, list)):
+        return "bad_prompt", f"got {type(prompt).__name__}"
+    if prompt == []:
+        return "bad_messages", "an empty list of messages"
+    for i, message in enumerate([] if isinstance(prompt, str) else prompt, 1):
+        if not isinstance(message, dict):
+            return "bad_messages", f"message {i} is {type(message).__name__}, not an object"
+        for key in ("role", "content"):
+            value = message.get(key)
+            if not isinstance(value, str) or not value.strip():
+                state = ("no" if value is None else
+                         "an empty" if isinstance(value, str) else "a non-text")
+                return "bad_messages", f"message {i} has {state} {key!r}"
+    return None
+
+
+def answer_problem(answer, column: str = "answer"):
+    """(kind, detail) unless every acceptable answer is one the verifier can read."""
+    if answer is MISSING or answer is None or answer == [] or not str(answer).strip():
+        state = "missing" if answer is MISSING else "null" if answer is None else "empty"
+        return "missing_answer", f"column {column!r} is {state}"
+    for gold in answer if isinstance(answer, list) else [answer]:
+        if isinstance(gold, bool) or not isinstance(gold, (str, int, float)) \
+                or verifier.parse_gold(str(gold)) is None:
+            inside = f" in {repr(answer)[:60]}" if isinstance(answer, list) else ""
+            return "unreadable_answer", f"{repr(gold)[:60]}{inside}"
+    return None
+
+
+def measure_prompt(tokenizer, prompt, max_tokens: int = 0, why: str = ""):
+    """(tokens, problem): the prompt's length as the policy is fed it (chat template, then
+    tokens as rollout() makes them), and (kind, detail) if the template refuses it or it
+    exceeds max_tokens (0: no limit); (None, None) without a tokenizer."""
+    if tokenizer is None:
+        return None, None
+    try:
+        text = format_prompt(tokenizer, prompt)
+    except Exception as err:                             # jinja: unknown role, bad order ...
+        first_line = (str(err) or "?").splitlines()[0]
+        return None, ("template_error", f"{type(err).__name__}: {first_line}")
+    tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if not max_tokens or tokens <= max_tokens:
+        return tokens, None
+    templated = " after the chat template" if getattr(tokenizer, "chat_template", None) else ""
+    return tokens, ("prompt_too_long", f"{tokens} tokens{templated} > {max_tokens}: {why}")
+
+
+def as_gold(answer):
+    """Numbers become their text; a list of acceptable answers stays a list (of texts)."""
+    return [str(a) for a in answer] if isinstance(answer, list) else str(answer)
 
 
 def split_heldout(rows: list, heldout: int, seed: int = 0):

@@ -5,7 +5,10 @@
     report -> DataReport: rows read / used, problems by kind, prompt lengths in tokens
 
 A reward that is silently 0 for a whole prompt is wrong data in exactly the signal this
-project studies, so every row is checked before anything trains or is written:
+project studies, so every row is checked before anything trains or is written, by the checks
+the course's `python grpo_ba.py --dataset` runs too (grpo_ba_setup.py: `prompt_problem`,
+`answer_problem`, `measure_prompt`); this module adds nested columns, JSON arrays, a count per
+kind and --skip-bad-rows:
 
     malformed_json     a JSON line that does not parse, or is not an object
     missing_prompt     prompt column missing, null or empty
@@ -35,21 +38,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-import verifier
-from grpo_ba_setup import format_prompt
+import grpo_ba_setup
+from grpo_ba_setup import MISSING, PROBLEMS
 from grpo_ba_run import SetupError
 
-KIND_TEXT = {                         # noun phrases: "<file> line 3: <text> (<detail>)"
-    "malformed_json": "malformed JSON",
-    "missing_prompt": "no prompt",
-    "bad_prompt": "prompt is neither text nor a list of chat messages",
-    "bad_messages": "chat messages without a text role and content",
-    "template_error": "the chat template refuses the prompt",
-    "missing_answer": "no gold answer",
-    "unreadable_answer": "gold answer the verifier cannot read",
-    "prompt_too_long": "prompt too long",
-}
-_MISSING = object()                   # a column path a row does not have at all
 SANE_CONTEXT = 10_000_000             # tokenizers without a limit say 1e30
 
 
@@ -151,135 +143,39 @@ def prompt_token_limit(context: int | None, max_new_tokens: int, max_prompt_toke
 
 # ------------------------------------------------------------------ reading records
 
-def _read_json_records(path: str):
-    """[(where, record | None, problem detail | None)], reading the file ourselves:
-    the `datasets` json loader reports a bad line without its number, or not at all."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw.startswith(b"\xef\xbb\xbf"):                   # a UTF-8 byte-order mark
-        raw = raw[3:]
-    if path.lower().endswith(".json") and raw.lstrip()[:1] == b"[":
-        try:                                              # one JSON array of rows
-            document = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise DataError(f"{path}: not UTF-8 text") from None
-        except json.JSONDecodeError as err:               # one array: no row can be trusted
-            raise DataError(f"{path} line {err.lineno}: malformed JSON ({err.msg}, column {err.colno}); "
-                            f"a JSON array is read whole, so fix the file") from None
-        return [(f"row {n}", row, None) if isinstance(row, dict) else
-                (f"row {n}", None, f"a row must be a JSON object, not {type(row).__name__}")
-                for n, row in enumerate(document, 1)]
-    records = []
-    for n, line in enumerate(raw.split(b"\n"), 1):        # JSON lines
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            records.append((f"line {n}", None, "not UTF-8"))
-            continue
-        except json.JSONDecodeError as err:
-            records.append((f"line {n}", None, f"{err.msg}, column {err.colno}"))
-            continue
-        records.append((f"line {n}", row, None) if isinstance(row, dict) else
-                       (f"line {n}", None, f"a row must be a JSON object, not {type(row).__name__}"))
-    return records
-
-
 def read_records(source: str, split: str = "train"):
     """Every row of a local .json/.jsonl/.parquet file or a hub dataset, as
-    [(where, record | None, problem | None)]; a file that cannot be opened at all
-    is a SetupError."""
-    extension = os.path.splitext(source)[1].lower()
-    if extension in (".json", ".jsonl", ".parquet"):
-        if not os.path.isfile(source):
-            raise SetupError(f"dataset file {source!r} does not exist")
-        if extension != ".parquet":
-            return _read_json_records(source)
-        load_dataset = _quiet_load_dataset()
-        try:
-            data = load_dataset("parquet", data_files=source, split="train")
-        except Exception as err:                          # not Parquet, truncated ...
-            raise SetupError(f"cannot read Parquet file {source!r}: {str(err).splitlines()[0]}") from None
-    elif os.path.exists(source):
-        raise SetupError(f"dataset {source!r}: use a .json, .jsonl or .parquet file")
-    else:
-        load_dataset = _quiet_load_dataset()
-        try:
-            data = load_dataset(source, split=split)
-        except Exception as err:                          # offline, unknown id, bad split ...
-            raise SetupError(f"cannot load dataset {source!r}: {str(err).splitlines()[0]}") from None
-    return [(f"row {n}", row, None) for n, row in enumerate(data, 1)]
-
-
-def _quiet_load_dataset():
-    """datasets.load_dataset without per-load progress bars (they would drown the training
-    log). Imported here, not at the top: `datasets` adds about a second to every start."""
-    import datasets
-    datasets.disable_progress_bars()
-    return datasets.load_dataset
+    [(where, record or why it is not one)] (grpo_ba_setup.read_records), a .json file read
+    here: a JSON array of rows, or JSON lines."""
+    if not source.lower().endswith(".json"):
+        return grpo_ba_setup.read_records(source, split)
+    if not os.path.isfile(source):
+        raise SetupError(f"dataset file {source!r} does not exist")
+    with open(source, "rb") as f:
+        raw = f.read()
+    if raw.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] != b"[":
+        return grpo_ba_setup.json_lines(raw)
+    try:                                                  # one JSON array of rows
+        document = json.loads(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+    except UnicodeDecodeError:
+        raise DataError(f"{source}: not UTF-8 text") from None
+    except json.JSONDecodeError as err:                   # one array: no row can be trusted
+        raise DataError(f"{source} line {err.lineno}: malformed JSON ({err.msg}, column {err.colno}); "
+                        f"a JSON array is read whole, so fix the file") from None
+    return [(f"row {n}", row if isinstance(row, dict) else
+             f"a row must be a JSON object, not {type(row).__name__}") for n, row in enumerate(document, 1)]
 
 
 def _column(record: dict, dotted: str):
-    """record["a"]["b"] for "a.b"; None if a level is null, _MISSING if a key is absent."""
+    """record["a"]["b"] for "a.b"; None if a level is null, MISSING if a key is absent."""
     value = record
     for key in dotted.split("."):
         if value is None:
             return None
         if not isinstance(value, dict) or key not in value:
-            return _MISSING
+            return MISSING
         value = value[key]
     return value
-
-
-# ------------------------------------------------------------------ checking one row
-
-def _short(value, width: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def _prompt_problem(prompt, column: str):
-    """(kind, detail) of what makes this prompt unusable, or None."""
-    if prompt is _MISSING or prompt is None or (isinstance(prompt, str) and not prompt.strip()):
-        state = "missing" if prompt is _MISSING else "null" if prompt is None else "empty"
-        return "missing_prompt", f"column {column!r} is {state}"
-    if isinstance(prompt, str):
-        return None
-    if not isinstance(prompt, list):
-        return "bad_prompt", f"got {type(prompt).__name__}"
-    if not prompt:
-        return "bad_messages", "an empty list of messages"
-    for i, message in enumerate(prompt, 1):
-        if not isinstance(message, dict):
-            return "bad_messages", f"message {i} is {type(message).__name__}, not an object"
-        for key in ("role", "content"):
-            value = message.get(key)
-            if not isinstance(value, str) or not value.strip():
-                state = "no" if value is None else "an empty" if isinstance(value, str) else "a non-text"
-                return "bad_messages", f"message {i} has {state} {key!r}"
-    return None
-
-
-def _answer_problem(answer, column: str):
-    """(kind, detail) of what makes this gold answer unusable, or None. A list is
-    several acceptable answers; each one must be readable."""
-    empty = answer is None or answer == [] or (isinstance(answer, str) and not answer.strip())
-    if answer is _MISSING or empty:
-        state = "missing" if answer is _MISSING else "null" if answer is None else "empty"
-        return "missing_answer", f"column {column!r} is {state}"
-    for gold in answer if isinstance(answer, list) else [answer]:
-        readable = (isinstance(gold, (str, int, float)) and not isinstance(gold, bool)
-                    and verifier.parse_gold(str(gold)) is not None)
-        if not readable:
-            inside = f" in {_short(answer)}" if isinstance(answer, list) else ""
-            return "unreadable_answer", f"{_short(gold)}{inside}"
-    return None
-
-
-def _as_gold(answer):
-    """Numbers become their text; a list stays a list (of texts)."""
-    return [str(a) for a in answer] if isinstance(answer, list) else str(answer)
 
 
 # ------------------------------------------------------------------ the one entry point
@@ -301,9 +197,9 @@ def load_rows(source: str, prompt_column: str = "prompt", answer_column: str = "
                         limit_reason=limit_reason)
     if not records:
         raise DataError(f"{source}: empty dataset, no rows")
-    objects = [r for _, r, _ in records if r is not None]
+    objects = [r for _, r in records if not isinstance(r, str)]
     for column in (prompt_column, answer_column):          # a typo in a flag, not bad rows
-        if objects and all(_column(r, column) is _MISSING for r in objects):
+        if objects and all(_column(r, column) is MISSING for r in objects):
             raise DataError(f"dataset {source!r} has no column {column!r}; columns: {sorted(objects[0])}")
 
     bad = {}                                                # row index -> first kind
@@ -315,43 +211,36 @@ def load_rows(source: str, prompt_column: str = "prompt", answer_column: str = "
         bad.setdefault(index, kind)
 
     measured = []                                           # (index, where, prompt, row or None)
-    for index, (where, record, detail) in enumerate(records):
-        if record is None:
-            note(index, where, "malformed_json", detail)
+    for index, (where, record) in enumerate(records):
+        if isinstance(record, str):
+            note(index, where, "malformed_json", record)
             continue
         prompt, answer = _column(record, prompt_column), _column(record, answer_column)
-        prompt_problem = _prompt_problem(prompt, prompt_column)
-        for problem in (prompt_problem, _answer_problem(answer, answer_column)):
+        prompt_problem = grpo_ba_setup.prompt_problem(prompt, prompt_column)
+        for problem in (prompt_problem, grpo_ba_setup.answer_problem(answer, answer_column)):
             if problem:
                 note(index, where, *problem)
         if not prompt_problem:                              # a bad answer: still measure the prompt
             measured.append((index, where, prompt, None if index in bad else
-                             {"prompt": prompt, "answer": _as_gold(answer)}))
+                             {"prompt": prompt, "answer": grpo_ba_setup.as_gold(answer)}))
 
     lengths = {}                                            # index -> prompt tokens
     if tokenizer is not None:
         report.chat_template = bool(getattr(tokenizer, "chat_template", None))
-        texts = []
         for index, where, prompt, _ in measured:
-            try:
-                texts.append((index, where, format_prompt(tokenizer, prompt)))
-            except Exception as err:                        # jinja: unknown role, bad order ...
-                note(index, where, "template_error", f"{type(err).__name__}: {(str(err) or '?').splitlines()[0]}")
-        ids = tokenizer([t for _, _, t in texts], add_special_tokens=False)["input_ids"] if texts else []
-        for (index, where, _), tokens in zip(texts, ids):   # tokenized as rollout() does
-            lengths[index] = len(tokens)
-            if max_prompt_tokens and len(tokens) > max_prompt_tokens:
-                note(index, where, "prompt_too_long", f"{len(tokens)} tokens after the chat template"
-                     if report.chat_template else f"{len(tokens)} tokens")
-        if "prompt_too_long" in report.problems:            # say which limit, once
-            report.problems["prompt_too_long"].detail += f" > {max_prompt_tokens}: {limit_reason or 'the limit'}"
+            tokens, problem = grpo_ba_setup.measure_prompt(tokenizer, prompt, max_prompt_tokens or 0,
+                                                           limit_reason or "the limit")
+            if tokens is not None:
+                lengths[index] = tokens
+            if problem:
+                note(index, where, *problem)
 
     if report.problems and not skip_bad_rows:
         raise DataError("\n".join(
-            f"{source} {p.first}: {KIND_TEXT[kind]} ({p.detail}); {_rows(p.count)} like this, "
+            f"{source} {p.first}: {PROBLEMS[kind]} ({p.detail}); {_rows(p.count)} like this, "
             f"fix the data or pass --skip-bad-rows" for kind, p in report.problems.items()))
     for kind, p in report.problems.items():
-        warn(f"{source}: dropped {_rows(p.count)}: {KIND_TEXT[kind]} (first at {p.first}: {p.detail})")
+        warn(f"{source}: dropped {_rows(p.count)}: {PROBLEMS[kind]} (first at {p.first}: {p.detail})")
     used = [(index, row) for index, _, _, row in measured if index not in bad]
     report.rows_used, report.rows_dropped = len(used), len(bad)
     report.prompt_tokens = [lengths[index] for index, _ in used if index in lengths]
