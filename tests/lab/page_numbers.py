@@ -153,6 +153,7 @@ def earlier_value(verdict_cell: str) -> str:
 
 
 _REPORTS: dict = {}
+_COMPUTED: dict = {}
 
 
 def report(source: str) -> dict:
@@ -182,7 +183,9 @@ def expected_tokens(reference: str) -> list[str] | None:
     if reference.startswith("-"):
         return None
     if reference.startswith("="):
-        value = eval(reference[1:], computed_namespace())           # the page's own worked examples
+        if reference not in _COMPUTED:                              # the page's own worked examples
+            _COMPUTED[reference] = eval(reference[1:], computed_namespace())
+        value = _COMPUTED[reference]
         return [v if isinstance(v, str) else repr(float(v))
                 for v in (value if isinstance(value, (list, tuple)) else [value])]
     source, row, columns = (part.strip() for part in reference.split("|"))
@@ -318,23 +321,26 @@ class Fragment:
     references: str
 
 
-def _compare(where: str, stated: list[str], references: str, problems: list, exempt: list):
+def _compare(where: str, stated: list, references, problems: list, exempt: list):
+    """Compare the stated tokens [(offset, token)] with what `references` stand for, in order;
+    a '-' reference's token goes to `exempt`."""
     expected = []
     for reference in references.split(";") if isinstance(references, str) else [references]:
         try:
             tokens_for = expected_tokens(reference) if isinstance(reference, str) else column_tokens(*reference)
         except (KeyError, IndexError, ValueError) as err:
-            problems.append(f"{where}: reference {reference.strip()!r}: {err}")
+            problems.append(f"{where}: reference {str(reference).strip()!r}: {err}")
             return
         expected += [None] if tokens_for is None else tokens_for
+    said = [t for _, t in stated]
     if len(stated) != len(expected):
-        problems.append(f"{where}: {len(stated)} tokens {stated} but {len(expected)} references {expected}")
+        problems.append(f"{where}: {len(stated)} tokens {said} but {len(expected)} references {expected}")
         return
-    for said, meant in zip(stated, expected):
+    for (offset, token), meant in zip(stated, expected):
         if meant is None:
-            exempt.append(said)
-        elif not same(said, meant):
-            problems.append(f"{where}: states {said!r} where its reference reads {meant!r}")
+            exempt.append((offset, token))
+        elif not same(token, meant):
+            problems.append(f"{where}: states {token!r} where its reference reads {meant!r}")
 
 
 def _line_of(text: str, offset: int) -> int:
@@ -342,59 +348,75 @@ def _line_of(text: str, offset: int) -> int:
 
 
 def check_text(text: str, name: str, start: int = 0, end: int | None = None):
-    """(problems, exempt tokens) of the anchored region text[start:end]."""
+    """(problems, exempt [(offset, token)]) of the anchored region text[start:end]."""
     end = len(text) if end is None else end
     problems, exempt = [], []
     anchors = [m for m in ANCHOR.finditer(text) if start <= m.start() < end]
-    previous = start
-    tables = []                                       # (start, end) of anchored tables
+    found = [(s, t) for s, _, t in tokens(text[:end]) if s >= start
+             and not any(a.start() <= s < a.end() for a in anchors)]
+    previous, tables = start, []                      # tables: (start, end) of anchored tables
     for anchor in anchors:
         if anchor.group("table"):
-            table_end = _check_table(text, anchor, name, problems, exempt)
-            tables.append((anchor.start(), table_end))
+            tables.append((anchor.start(), _check_table(text, anchor, name, problems, exempt)))
             continue
-        segment = [(s, t) for s, _, t in tokens(text[:anchor.start()]) if s >= previous
-                   and not any(a <= s < b for a, b in tables) and not _inside_anchor(text, s, anchors)]
-        _compare(f"{name} line {_line_of(text, anchor.start())}", [t for _, t in segment],
-                 anchor.group("body"), problems, exempt)
+        segment = [(s, t) for s, t in found if previous <= s < anchor.start()
+                   and not any(a <= s < b for a, b in tables)]
+        _compare(f"{name} line {_line_of(text, anchor.start())}", segment, anchor.group("body"), problems, exempt)
         previous = anchor.end()
-    rest = [(s, t) for s, _, t in tokens(text[:end]) if s >= previous
-            and not any(a <= s < b for a, b in tables) and not _inside_anchor(text, s, anchors)]
+    rest = [(s, t) for s, t in found if s >= previous and not any(a <= s < b for a, b in tables)]
     if rest:
         problems.append(f"{name} line {_line_of(text, rest[0][0])}: {[t for _, t in rest]} follow the last "
                         f"anchor: every number and verdict word needs one")
     return problems, exempt
 
 
-def _inside_anchor(text, offset, anchors) -> bool:
-    return any(a.start() <= offset < a.end() for a in anchors)
+def region_tokens(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, str]]:
+    """[(offset, token)] of every token check_text reads in text[start:end] (anchors excluded)."""
+    end = len(text) if end is None else end
+    anchors = [m for m in ANCHOR.finditer(text) if start <= m.start() < end]
+    return [(s, t) for s, _, t in tokens(text[:end]) if s >= start
+            and not any(a.start() <= s < a.end() for a in anchors)]
+
+
+def _cell_spans(line: str, offset: int) -> list[tuple[str, int]]:
+    """[(cell text, its offset in the page)] of one table line."""
+    spans, at = [], offset
+    body = line.rstrip("\n")
+    bars = [i for i, c in enumerate(body) if c == "|"]
+    for left, right in zip(bars, bars[1:]):
+        raw = body[left + 1:right]
+        spans.append((raw.strip(), at + left + 1 + len(raw) - len(raw.lstrip())))
+    return spans
 
 
 def _check_table(text, anchor, name, problems, exempt) -> int:
     """Check the table after a check-table anchor; returns where the table ends."""
     parts = [p.strip() for p in anchor.group("body").split("|")]
-    lines, offset = [], anchor.end()
-    for line in text[anchor.end():].lstrip("\n").splitlines(keepends=True):
-        if not line.startswith("|"):
-            break
-        lines.append(line)
-    table_end = text.index(lines[-1], anchor.end()) + len(lines[-1]) if lines else offset
-    rows = [_cells(line) for line in lines if not set(line.strip()) <= set("|-: ")][1:]
+    lines, at = [], anchor.end()
+    while text.startswith("\n", at):
+        at += 1
+    while text.startswith("|", at):
+        line_end = text.find("\n", at)
+        line_end = len(text) if line_end < 0 else line_end + 1
+        lines.append((text[at:line_end], at))
+        at = line_end
+    rows = [_cell_spans(line, offset) for line, offset in lines if not set(line.strip()) <= set("|-: ")]
+    header, rows = [c for c, _ in rows[0]], rows[1:]
     if parts[0].startswith("-"):
-        exempt += [t for row in rows for c in row for _, _, t in tokens(c)]
-        return table_end
+        exempt += [(o + s, t) for row in rows for c, o in row for s, _, t in tokens(c)]
+        return at
     source, key_spec, column_spec = parts
-    headers = [_header_name(c) for c in _cells(lines[0])]
+    headers = [_header_name(c) for c in header]
     columns = headers if column_spec == "*" else [c.strip() for c in column_spec.split(",")]
     for row in rows:
-        where = f"{name} line {_line_of(text, text.index(' | '.join(row[:1]), anchor.end()))}"
+        where = f"{name} line {_line_of(text, row[0][1])}"
         if len(row) != len(columns):
             problems.append(f"{where}: {len(row)} cells, the anchor names {len(columns)} columns")
             continue
-        key = " / ".join(k[1:] if k.startswith("=") else row[int(k)] for k in
+        key = " / ".join(k[1:] if k.startswith("=") else row[int(k)][0] for k in
                          (k.strip() for k in key_spec.split(",")))
-        for value, column, header in zip(row, columns, headers):
-            stated = [t for _, _, t in tokens(value)]
+        for (value, offset), column, head in zip(row, columns, headers):
+            stated = [(offset + s, t) for s, _, t in tokens(value)]
             if column == "-":
                 continue
             if column.startswith("- "):
@@ -402,24 +424,36 @@ def _check_table(text, anchor, name, problems, exempt) -> int:
                 continue
             row_key = key
             if column.endswith("@"):             # a pivoted report: the header names the row's metric
-                row_key, column = f"{key} / {header}", column[:-1]
+                row_key, column = f"{key} / {head}", column[:-1]
             _compare(f"{where} ({column})", stated, (source, row_key, column), problems, exempt)
-    return table_end
+    return at
 
 
-def check_fragments(fragments: list[Fragment], texts: dict) -> tuple[list, list]:
-    """(problems, exempt tokens) of passages of pages found by their words, whatever their
-    tokens say now; a passage no longer found is a problem too."""
+def check_fragments(fragments: list, texts: dict) -> tuple[list, list]:
+    """(problems, exempt [(page, offset, token)]) of passages of pages found by their words,
+    whatever their tokens say now; a passage no longer found is a problem too."""
     problems, exempt = [], []
     for fragment in fragments:
         match = fragment_pattern(fragment.text).search(texts[fragment.page])
         if not match:
             problems.append(f"{fragment.page}: passage not found: {fragment.text[:60]!r}...")
             continue
-        stated = [t for _, _, t in tokens(match.group())]
+        stated = [(match.start() + s, t) for s, _, t in tokens(match.group())]
+        found = []
         _compare(f"{fragment.page} line {_line_of(texts[fragment.page], match.start())}", stated,
-                 fragment.references, problems, exempt)
+                 fragment.references, problems, found)
+        exempt += [(fragment.page, o, t) for o, t in found]
     return problems, exempt
+
+
+def fragment_spans(fragments: list, texts: dict) -> list[tuple[str, int, str]]:
+    """[(page, offset, token)] of every token the fragments read."""
+    out = []
+    for fragment in fragments:
+        match = fragment_pattern(fragment.text).search(texts[fragment.page])
+        if match:
+            out += [(fragment.page, match.start() + s, t) for s, _, t in tokens(match.group())]
+    return out
 
 
 def fragment_pattern(text: str):

@@ -1,0 +1,83 @@
+"""How many one-token changes to the pages the checker of tests/lab/page_numbers.py catches.
+
+    python tests/lab/page_mutations.py
+
+Each mutation changes one thing in one page, the others left as they are: one digit of a
+number or count (d -> d+1 mod 10), or a verdict word swapped for each of the other two
+(holds / contradicted / not detected). The checker then runs on that page; a mutation is
+caught when it reports a problem. Tokens whose anchor says `-` (from no report: timings,
+flags, a threshold) are counted apart: the checker reads nothing for them."""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import page_numbers as pn                                    # noqa: E402
+
+SWAPS = {"holds": ("contradicted", "not detected"), "contradicted": ("holds", "not detected"),
+         "not detected": ("holds", "contradicted")}
+
+
+def mutants(token: str) -> list[str]:
+    """Every one-token change of `token`."""
+    word = pn.TOKEN.fullmatch(token).group("word")
+    if word:
+        return list(SWAPS[pn._normal_word(token)])
+    return [token[:i] + str((int(c) + 1) % 10) + token[i + 1:] for i, c in enumerate(token) if c.isdigit()]
+
+
+def _read(page: str) -> str:
+    with open(os.path.join(pn.REPO, page)) as f:
+        return f.read()
+
+
+def count(anchored: dict, fragments: list) -> dict:
+    """{page: Counter(checked, checked_caught, exempt, exempt_caught)} over every mutation."""
+    counts = {}
+    for page, heading in anchored.items():
+        text = _read(page)
+        start, end = pn.section(text, heading) if heading else (0, len(text))
+        problems, exempt = pn.check_text(text, page, start, end)
+        assert problems == [], problems                       # the pages as they are pass
+        exempt = set(exempt)
+        tally = counts.setdefault(page, Counter())
+        for offset, token in pn.region_tokens(text, start, end):
+            kind = "exempt" if (offset, token) in exempt else "checked"
+            for mutant in mutants(token):
+                changed = text[:offset] + mutant + text[offset + len(token):]
+                caught = bool(pn.check_text(changed, page, start, end + len(mutant) - len(token))[0])
+                tally[kind] += 1
+                tally[f"{kind}_caught"] += caught
+    texts = {f.page: _read(f.page) for f in fragments}
+    problems, exempt = pn.check_fragments(fragments, texts)
+    assert problems == [], problems
+    exempt = set(exempt)
+    for page, offset, token in pn.fragment_spans(fragments, texts):
+        kind = "exempt" if (page, offset, token) in exempt else "checked"
+        tally = counts.setdefault(page, Counter())
+        for mutant in mutants(token):
+            changed = dict(texts, **{page: texts[page][:offset] + mutant + texts[page][offset + len(token):]})
+            caught = bool(pn.check_fragments([f for f in fragments if f.page == page], changed)[0])
+            tally[kind] += 1
+            tally[f"{kind}_caught"] += caught
+    return counts
+
+
+def main() -> int:
+    from test_page_numbers import ANCHORED, FRAGMENTS
+    counts = count(ANCHORED, FRAGMENTS)
+    total = Counter()
+    for page, tally in counts.items():
+        total.update(tally)
+        print(f"{page}: {tally['checked_caught']} of {tally['checked']} changes caught; "
+              f"{tally['exempt']} changes to tokens from no report ({tally['exempt_caught']} caught)")
+    print(f"all pages: {total['checked_caught']} of {total['checked']} changes caught; "
+          f"{total['exempt']} changes to tokens from no report ({total['exempt_caught']} caught)")
+    return 0 if total["checked_caught"] == total["checked"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

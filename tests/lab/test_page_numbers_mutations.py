@@ -1,0 +1,23 @@
+"""Every one-digit change and every verdict-word swap in the pages' checked numbers and words
+is caught by the checker (tests/lab/page_mutations.py prints the counts)."""
+import pytest
+
+import page_mutations
+from test_page_numbers import ANCHORED, FRAGMENTS
+
+pytestmark = pytest.mark.slow                  # about 1800 checks of whole pages
+
+
+def test_every_change_to_a_number_or_verdict_word_read_from_a_report_is_caught():
+    counts = page_mutations.count(ANCHORED, FRAGMENTS)
+    assert set(counts) == set(ANCHORED) | {f.page for f in FRAGMENTS}
+    for page, tally in counts.items():
+        assert tally["checked"] > 0, page
+        assert tally["checked_caught"] == tally["checked"], (page, tally)
+
+
+def test_a_mutant_changes_one_digit_or_swaps_a_verdict_word():
+    assert page_mutations.mutants("+0.039") == ["+1.039", "+0.139", "+0.049", "+0.030"]
+    assert page_mutations.mutants("8 of its 14") == ["9 of its 14", "8 of its 24", "8 of its 15"]
+    assert page_mutations.mutants("not\ndetected") == ["holds", "contradicted"]
+    assert page_mutations.mutants("hold") == ["contradicted", "not detected"]
