@@ -125,3 +125,18 @@ def test_a_broken_json_array_names_its_line_and_parquet_rows_are_numbered(tmp_pa
     pq.write_table(pa.table({"prompt": ["1+1", "2+2", "3+3"], "answer": ["2", None, "6"]}), path)
     with pytest.raises(real_data.DataError, match=r"data.parquet row 2: no gold answer \(column 'answer' is null\)"):
         real_data.load_rows(str(path))
+
+
+def test_the_lab_refuses_rows_by_the_courses_own_checks(tmp_path, monkeypatch):
+    # one implementation (grpo_ba_setup.py): a change to the course's answer check is a change
+    # to what the lab refuses, with the lab's count and its --skip-bad-rows advice around it
+    import grpo_ba_setup
+    path = tmp_path / "data.jsonl"
+    path.write_text("\n".join(GOOD) + "\n")
+    rows, _ = real_data.load_rows(str(path))
+    assert len(rows) == len(GOOD)
+    monkeypatch.setattr(grpo_ba_setup, "answer_problem",
+                        lambda answer, column="answer": ("unreadable_answer", "stub") if answer == "4" else None)
+    with pytest.raises(real_data.DataError, match=r"data.jsonl line 3: gold answer the verifier cannot read "
+                                                  r"\(stub\); 3 rows like this"):
+        real_data.load_rows(str(path))
