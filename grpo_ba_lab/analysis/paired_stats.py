@@ -17,9 +17,12 @@ A design's claim (docs/toy-designs.md, "The claim rule") has three verdicts:
 - holds: the pooled interval over the seeds excludes 0 AND, on every machine variant, that
   variant's own interval over its own seeds (at least MIN_VARIANT_SEEDS) excludes 0 on
   the same side. Every part can fail, so each part is a test with power of its own;
-- contradicted: the pooled interval excludes the value an earlier version claimed (or the
-  claim holds with the other sign);
+- contradicted: it holds with the other sign than the value an earlier version claimed;
 - not detected: neither; printed with the smallest difference detectable at 80% power.
+
+The verdict is always against 0, and it leads the row. Whether the pooled interval excludes
+an earlier version's value is a second, separate statement ("contradicts this project's
+version-1 toy value +0.080"): when both apply, the verdict against 0 is the row's verdict.
 
 Smallest difference detectable at 80% power, two-sided alpha = 0.05, n pairs whose
 differences have standard deviation sd (the usual t approximation):
@@ -255,21 +258,28 @@ def holm(p_values: dict) -> dict:
 
 def verdict(test: dict, p_claim: float | None = None, p_earlier: float | None = None,
             alpha: float = ALPHA) -> str:
-    """holds / contradicted / not detected for one claim_test (p values: Holm-adjusted ones
-    for a primary, else the test's own)."""
+    """holds / contradicted / not detected for one claim_test, against 0 (p_claim: Holm-adjusted
+    for a primary, else the test's own): contradicted only when the difference holds with the
+    other sign than an earlier version's value. p_earlier is accepted for symmetry with
+    earlier_excluded and plays no part: an excluded earlier value never decides the verdict."""
     p_claim = test["p_claim"] if p_claim is None else p_claim
-    p_earlier = test["p_earlier"] if p_earlier is None else p_earlier
     earlier = test["earlier"]
-    if p_claim < alpha and (earlier is None or _sign(test["mean"]) == _sign(earlier)):
-        return HOLDS
-    if earlier is not None and (p_claim < alpha or p_earlier < alpha):
-        return CONTRADICTED            # held with the other sign, or the earlier value lies outside
+    if p_claim < alpha:
+        return CONTRADICTED if earlier is not None and _sign(test["mean"]) != _sign(earlier) else HOLDS
     return NOT_DETECTED
 
 
+def earlier_excluded(test: dict, p_earlier: float | None = None, alpha: float = ALPHA) -> bool:
+    """Whether the pooled interval excludes the earlier version's value (p_earlier:
+    Holm-adjusted for a primary): the second statement of a row, never its verdict."""
+    p_earlier = test["p_earlier"] if p_earlier is None else p_earlier
+    return test["earlier"] is not None and p_earlier is not None and p_earlier < alpha
+
+
 def design_verdicts(tests: dict, primaries=(), alpha: float = ALPHA) -> dict:
-    """{key: verdict} for a design's claim_tests; the (at most MAX_PRIMARIES) primaries are
-    judged on Holm-adjusted p values within the design, every other row on its own."""
+    """{key: (verdict, earlier value excluded)} for a design's claim_tests; the (at most
+    MAX_PRIMARIES) primaries are judged on Holm-adjusted p values within the design (both
+    the test against 0 and the test against the earlier value), every other row on its own."""
     primaries = list(primaries)
     if len(primaries) > MAX_PRIMARIES:
         raise ValueError(f"{len(primaries)} primary metrics: a design registers at most "
@@ -280,30 +290,31 @@ def design_verdicts(tests: dict, primaries=(), alpha: float = ALPHA) -> dict:
     claim_p = holm({k: tests[k]["p_claim"] for k in primaries})
     earlier_p = holm({k: tests[k]["p_earlier"] for k in primaries
                       if tests[k]["p_earlier"] is not None})
-    return {k: verdict(t, claim_p.get(k), earlier_p.get(k), alpha) for k, t in tests.items()}
+    return {k: (verdict(t, claim_p.get(k), alpha=alpha), earlier_excluded(t, earlier_p.get(k), alpha))
+            for k, t in tests.items()}
 
 
-def verdict_text(test: dict, word: str, digits: int = 3) -> str:
-    """The verdict as the docs print it: a not-detected row names what it could have seen."""
+def verdict_text(test: dict, word: str, digits: int = 3, excluded: bool | None = None,
+                 earlier_name: str = "the earlier value") -> str:
+    """The verdict as the docs print it, against 0 first: a not-detected row names what it could
+    have seen; then, as a separate statement, the earlier value the interval excludes
+    (`excluded`: design_verdicts' second item; default: the test's own p_earlier)."""
     if word == NOT_DETECTED:
         seen = test["claim_detectable"]
         if math.isinf(seen):        # too few seeds somewhere: no size of difference could hold
             short = [why for why in test["why"] if "seeds" in why]
-            return f"{word}; no difference could have been seen ({'; '.join(short)})"
-        return f"{word}; differences of {seen:.{digits}f} or more would have been seen"
-    if word == CONTRADICTED:
-        if test["p_earlier"] is not None and test["p_earlier"] < ALPHA:
-            text = f"{word} (the earlier {test['earlier']:+.{digits}f} lies outside the interval)"
-            other_side_holds = test["p_claim"] < ALPHA and _sign(test["mean"]) != _sign(test["earlier"])
-            if not other_side_holds and not math.isinf(test["claim_detectable"]):
-                # the earlier value is refuted, and no difference from 0 was seen either
-                text += (f"; a difference from 0 not detected, differences of "
-                         f"{test['claim_detectable']:.{digits}f} or more would have been seen")
-            return text
-        return f"{word} (holds with the other sign than the earlier {test['earlier']:+.{digits}f})"
-    if word == HOLDS and test["p_earlier"] is not None and test["p_earlier"] < ALPHA:
-        return f"{word}, but not at the earlier {test['earlier']:+.{digits}f} (it lies outside the interval)"
-    return word
+            text = f"{word}; no difference could have been seen ({'; '.join(short)})"
+        else:
+            text = f"{word}; differences of {seen:.{digits}f} or more would have been seen"
+    elif word == CONTRADICTED:
+        text = f"{word} (holds with the other sign than {earlier_name} {test['earlier']:+.{digits}f})"
+    else:
+        text = word
+    if excluded is None:
+        excluded = earlier_excluded(test)
+    if excluded and word != CONTRADICTED:
+        text += f"; contradicts {earlier_name} {test['earlier']:+.{digits}f} (it lies outside the interval)"
+    return text
 
 
 # ------------------------------------------------------------------ per-run numbers

@@ -191,14 +191,18 @@ def test_a_seed_run_on_both_variants_counts_once_in_the_pooled_interval():
     assert test["mean"] == pytest.approx(sum((0.08 + 0.003 * s) / 2 for s in range(6)) / 6)
 
 
-def test_an_interval_that_excludes_an_earlier_claim_says_contradicted():
+def test_an_excluded_earlier_value_is_a_second_statement_never_the_verdict():
     # version 1's demo: balanced - sequence +0.155; a version with a small, noisy difference
     small = _nested([0.03, -0.01, 0.05], [0.04, 0.0, 0.03])
     test = ps.claim_test(small, earlier=0.155)
-    assert test["high"] < 0.155 and ps.verdict(test) == ps.CONTRADICTED
-    assert "the earlier +0.155 lies outside the interval" in ps.verdict_text(test, ps.CONTRADICTED)
+    assert test["high"] < 0.155 and ps.earlier_excluded(test)
+    assert ps.verdict(test) == ps.NOT_DETECTED                   # against 0 it shows nothing
+    text = ps.verdict_text(test, ps.verdict(test), earlier_name="this project's version-1 toy value")
+    assert text.startswith("not detected; ")
+    assert text.endswith("; contradicts this project's version-1 toy value +0.155 (it lies outside the interval)")
     inside = ps.claim_test(small, earlier=0.035)         # the earlier value inside: unconfirmed
-    assert inside["low"] < 0.035 < inside["high"] and ps.verdict(inside) == ps.NOT_DETECTED
+    assert inside["low"] < 0.035 < inside["high"] and not ps.earlier_excluded(inside)
+    assert "contradicts" not in ps.verdict_text(inside, ps.verdict(inside))
     flipped = ps.claim_test(_nested([-0.05, -0.052, -0.048, -0.051, -0.049, -0.05],
                                     [-0.03, -0.035, -0.025, -0.032, -0.028, -0.03]), earlier=0.01)
     assert ps.verdict(flipped) == ps.CONTRADICTED                # holds, with the other sign
@@ -232,11 +236,12 @@ def _with_p(p_claim: float) -> dict:
 
 def test_primaries_are_judged_after_holm_and_no_design_has_more_than_two():
     tests = {"first": _with_p(0.03), "second": _with_p(0.04), "other": _with_p(0.03)}
-    assert ps.design_verdicts(tests) == {k: ps.HOLDS for k in tests}               # no primaries
+    assert ps.design_verdicts(tests) == {k: (ps.HOLDS, False) for k in tests}      # no primaries
     held = ps.design_verdicts(tests, primaries=["first", "second"])
-    assert held == {"first": ps.NOT_DETECTED, "second": ps.NOT_DETECTED, "other": ps.HOLDS}
+    assert held == {"first": (ps.NOT_DETECTED, False), "second": (ps.NOT_DETECTED, False),
+                    "other": (ps.HOLDS, False)}
     first_small = ps.design_verdicts({**tests, "first": _with_p(0.01)}, ["first", "second"])
-    assert first_small["first"] == ps.HOLDS
+    assert first_small["first"] == (ps.HOLDS, False)
     with pytest.raises(ValueError, match="at most 2"):
         ps.design_verdicts(tests, primaries=["first", "second", "other"])
     with pytest.raises(ValueError, match="without a row"):
@@ -249,27 +254,28 @@ def test_the_command_prints_what_a_printed_interval_could_see(capsys):
     assert "detectable at 80% power with 6 seeds: 0.0421; seeds to detect 0.02: 20" in printed
 
 
-def test_a_contradicted_row_that_sees_no_difference_from_0_says_what_it_could_have_seen():
+def test_a_row_that_sees_no_difference_from_0_leads_with_not_detected_then_names_the_earlier_value():
     # demo-band's balanced - token: version 1's +0.080 lies outside, and 0 lies inside
     noisy = {"native-1t": {s: 0.01 + (-1) ** s * 0.02 for s in range(8)},
              "default-1t": {s: 0.005 + (-1) ** s * 0.015 for s in range(8)}}
     test = ps.claim_test(noisy, earlier=0.080)
-    assert test["low"] < 0 < test["high"] < 0.080 and ps.verdict(test) == ps.CONTRADICTED
-    text = ps.verdict_text(test, ps.CONTRADICTED)
-    assert text.startswith("contradicted (the earlier +0.080 lies outside the interval); a difference "
-                           "from 0 not detected, differences of ")
-    assert f"{test['claim_detectable']:.3f} or more would have been seen" in text
+    assert test["low"] < 0 < test["high"] < 0.080 and ps.verdict(test) == ps.NOT_DETECTED
+    text = ps.verdict_text(test, ps.verdict(test), earlier_name="this project's version-1 toy value")
+    assert text == (f"not detected; differences of {test['claim_detectable']:.3f} or more would have "
+                    "been seen; contradicts this project's version-1 toy value +0.080 (it lies outside "
+                    "the interval)")
     flipped = ps.claim_test(_nested([-0.05, -0.052, -0.048, -0.051, -0.049, -0.05],
                                     [-0.03, -0.035, -0.025, -0.032, -0.028, -0.03]), earlier=0.01)
-    assert "not detected" not in ps.verdict_text(flipped, ps.CONTRADICTED)   # it holds, other sign
+    assert ps.verdict_text(flipped, ps.CONTRADICTED) == ("contradicted (holds with the other sign than "
+                                                         "the earlier value +0.010)")
 
 
-def test_a_row_that_holds_below_an_earlier_claim_says_the_earlier_value_lies_outside():
+def test_a_row_that_holds_below_an_earlier_claim_leads_with_holds():
     # demo-band's balanced - sequence: holds at about +0.04, version 1 claimed +0.155
     steady = {"native-1t": {s: 0.044 + (-1) ** s * 0.01 for s in range(8)},
               "default-1t": {s: 0.034 + (-1) ** s * 0.012 for s in range(8)}}
     test = ps.claim_test(steady, earlier=0.155)
     assert ps.verdict(test) == ps.HOLDS
-    assert ps.verdict_text(test, ps.HOLDS) == ("holds, but not at the earlier +0.155 "
+    assert ps.verdict_text(test, ps.HOLDS) == ("holds; contradicts the earlier value +0.155 "
                                                "(it lies outside the interval)")
     assert ps.verdict_text(ps.claim_test(steady), ps.HOLDS) == "holds"

@@ -284,14 +284,16 @@ def _noisy(rule_gap: float):
     return lambda rule, seed: 0.5 + (rule_gap + noise[seed] if rule == "balanced" else 0.0)
 
 
-def test_a_row_whose_interval_excludes_the_earlier_claim_says_contradicted(tmp_path):
+def test_a_row_whose_interval_excludes_the_earlier_claim_leads_with_its_verdict_against_0(tmp_path):
     # version 1 claimed loop-gap's balanced - token = +0.042 at the last step
     _design(tmp_path, last=_noisy(0.0))
     by_rule, _ = tc.design_runs(str(tmp_path), "loop-gap")
     row = _row(by_rule, "balanced - token", "last_acc")
     assert row["earlier"] == 0.042 and row["high"] < 0.042
-    assert row["verdict"] == "contradicted"
-    assert row["verdict_text"] == "contradicted (the earlier +0.042 lies outside the interval)"
+    assert row["verdict"] == "not detected"
+    assert row["verdict_text"].startswith("not detected; ")
+    assert row["verdict_text"].endswith("; contradicts this project's version-1 toy value +0.042 "
+                                        "(it lies outside the interval)")
 
 
 def test_a_not_detected_row_prints_the_difference_it_could_have_seen(tmp_path, monkeypatch):
@@ -431,6 +433,8 @@ def test_a_crossed_claim_fails_when_one_variant_alone_does_not_show_it(tmp_path)
     assert row["excludes_zero"]                                      # pooled: excludes 0
     assert not row["variants"]["default-1t"]["excludes_zero"]
     assert any("default-1t" in why for why in row["why"])
-    # not "holds"; and its pooled interval excludes version 1's +0.080, so: contradicted
-    assert row["verdict"] == "contradicted"
-    assert "the earlier +0.080 lies outside the interval" in row["verdict_text"]
+    # not "holds": not detected against 0; its pooled interval excludes version 1's +0.080,
+    # which the row says after its verdict
+    assert row["verdict"] == "not detected"
+    assert row["verdict_text"].startswith("not detected; ")
+    assert "contradicts this project's version-1 toy value +0.080 (it lies outside the interval)" in row["verdict_text"]
