@@ -38,6 +38,13 @@ OWN_WARMUP = dict(warmup_seed=-1)          # each seed its own warm-up
 BAND = (0.45, 0.60)                        # demo-band's step-0 greedy accuracy
 BAND_SEEDS = tuple(range(60, 76))         # 16 seeds, each on both BAND_VARIANTS
 BAND_VARIANTS = ("native-1t", "default-1t")
+# strong-band (registrations/strong-band-v3.md): wrong answers several times as long as right
+# ones: a slip rambles 30 tokens (23-37) and the environment forces half of the responses into
+# one (chosen by the exploratory pilot of docs/strong-coupling.md, seeds 1100-1101); its own
+# seeds, never reused.
+STRONG_WORLD = dict(regime="gap", slip_style="ramble", gap_size=30, spread_size=0, force_frac=0.5,
+                    max_new_tokens=48, warmup_steps=1000)
+STRONG_SEEDS = tuple(range(1200, 1224))   # 24 seeds, each on both BAND_VARIANTS, run in this order
 
 
 def _seeds(first: int) -> dict:
@@ -76,6 +83,13 @@ DESIGNS = {
                                  **OWN_WARMUP, warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
                       seeds={variant: BAND_SEEDS for variant in BAND_VARIANTS}, version=3,
                       lab=True),
+    # Strong sign-length coupling (registrations/strong-band-v3.md): the same band, variants and
+    # 30 steps as demo-band in a world whose wrong answers stay long. Lab only.
+    "strong-band": dict(flags=dict(**STRONG_WORLD, lr=1e-4, steps=30, eval_every=5,
+                                   eval_prompts=729, **OWN_WARMUP,
+                                   warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
+                        seeds={variant: STRONG_SEEDS for variant in BAND_VARIANTS}, version=3,
+                        lab=True),
 }
 for _d in DESIGNS.values():                # one seed runs by default: the design's first
     _d["flags"]["seed"] = next(iter(_d["seeds"].values()))[0]

@@ -388,7 +388,21 @@ REGISTRATIONS = {
                                             ("balanced - sequence", "last_acc")),
                       post_hoc=(), earlier={("balanced - sequence", "last_acc"): 0.155,
                                             ("balanced - token", "last_acc"): 0.080}),
+    # registrations/strong-band-v3.md: both primaries are balanced - token (the paper's central
+    # comparison where the coupling is strong); the earlier values are demo-band's (weak
+    # coupling); no accuracy verdict unless token's run-mean weight share on right answers,
+    # averaged over token's runs, is at most 0.40 (the manipulation check, registered)
+    "strong-band": dict(version=3, primaries=(("balanced - token", "last_acc"),
+                                              ("balanced - token", "acc_area")),
+                        post_hoc=(), earlier={("balanced - token", "last_acc"): 0.008,
+                                              ("balanced - token", "acc_area"): 0.016,
+                                              ("balanced - sequence", "last_acc"): 0.039},
+                        earlier_name="demo-band's weak-coupling value",
+                        manipulation=dict(rule="token", key="pos_share", most=0.40)),
 }
+# Whose earlier values a design's rows may contradict: this project's own, never the paper's.
+for _registration in REGISTRATIONS.values():
+    _registration.setdefault("earlier_name", "this project's version-1 toy value")
 
 
 def registration_file(name: str) -> str:
@@ -420,17 +434,44 @@ def claim_rows(name: str, by_rule: dict) -> list[dict]:
             tests[(pair, key)] = {**test, "pair": pair, "key": key, "metric": label,
                                   "label": row_label(name, pair, key)}
     verdicts = paired_stats.design_verdicts(tests, registration["primaries"])
+    failed = manipulation_failed(name, by_rule)
     rows = []
     primaries = len(registration["primaries"])
     for key, row in tests.items():
         if key in registration["primaries"]:      # Holm's first step tests at alpha / m
             row["claim_detectable"] = paired_stats.claim_detectable(
                 row, paired_stats.ALPHA / primaries)
-        text = paired_stats.verdict_text(row, verdicts[key])
+        word, excluded = verdicts[key]
+        if failed and key[1] in ACCURACY_KEYS:     # the registered condition: no accuracy verdict
+            rows.append({**row, "verdict": NO_VERDICT, "verdict_text": f"{NO_VERDICT} ({failed})"})
+            continue
+        text = paired_stats.verdict_text(row, word, excluded=excluded,
+                                         earlier_name=registration.get("earlier_name", "the earlier value"))
         if key in registration["primaries"]:
             text += f" (Holm over {primaries} primaries)"
-        rows.append({**row, "verdict": verdicts[key], "verdict_text": text})
+        rows.append({**row, "verdict": word, "verdict_text": text})
     return rows
+
+
+# The accuracy rows: what a registered manipulation check withholds when it fails.
+ACCURACY_KEYS = ("last_acc", "peak_acc", "drop", "tail_acc", "acc_area")
+NO_VERDICT = "no verdict"
+
+
+def manipulation_failed(name: str, by_rule: dict) -> str:
+    """Why a design's registered manipulation check failed ('' when it passed or the design
+    registered none): {rule, key, most} in REGISTRATIONS: the mean over that rule's runs of
+    a per-run METRICS value must be at most `most` (strong-band: token's run-mean weight share
+    on right answers <= 0.40, or the coupling was not strong and no accuracy verdict is made)."""
+    check = REGISTRATIONS[name].get("manipulation")
+    if not check:
+        return ""
+    fn = dict((key, f) for key, _, f in METRICS)[check["key"]]
+    value = paired_stats.mean_finite(fn(m) for m in by_rule[check["rule"]].values())
+    if value <= check["most"]:
+        return ""
+    return (f"the manipulation failed: {check['rule']}'s {check['key']} averaged {value:.3f} over its "
+            f"runs, above the registered {check['most']:.2f}")
 
 
 def _interval(d: dict) -> str:
@@ -449,12 +490,14 @@ def claims_table(name: str, by_rule: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-CLAIM_RULE = ("A row holds when its pooled 95% interval excludes 0 and each machine variant's "
-              f"own interval, over at least {paired_stats.MIN_VARIANT_SEEDS} seeds, excludes 0 on "
-              "the same side; contradicted when the pooled interval excludes the value an earlier "
-              "version claimed (or it holds with the other sign); otherwise not detected, with the "
-              "smallest difference the whole rule detects at 80% power. Primaries are judged after "
-              "Holm within the design; every other row is secondary or post hoc, as labelled")
+CLAIM_RULE = ("A row's verdict is against 0: it holds when its pooled 95% interval excludes 0 and "
+              f"each machine variant's own interval, over at least {paired_stats.MIN_VARIANT_SEEDS} "
+              "seeds, excludes 0 on the same side; contradicted when it holds with the other sign "
+              "than an earlier version's value; otherwise not detected, with the smallest difference "
+              "the whole rule detects at 80% power. Whether the pooled interval excludes an earlier "
+              "version's value is a second statement after the verdict, never the verdict. "
+              "Primaries are judged after Holm within the design; every other row is secondary or "
+              "post hoc, as labelled")
 
 
 def seeds_table(name: str, by_rule: dict, records: dict) -> str:
