@@ -67,8 +67,8 @@ def count(anchored: dict, fragments: list) -> dict:
 
 
 def main() -> int:
-    from test_page_numbers import ANCHORED, FRAGMENTS
-    counts = count(ANCHORED, FRAGMENTS)
+    from test_page_numbers import FRAGMENTS, anchored_pages
+    counts = count(anchored_pages(), FRAGMENTS)
     total = Counter()
     for page, tally in counts.items():
         total.update(tally)

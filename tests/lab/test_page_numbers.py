@@ -14,6 +14,18 @@ ANCHORED = {
     "docs/toy-designs.md": "## Version 3: design `demo-band`",
 }
 
+README_TOY = ("README.md", "## What the toy shows")
+
+
+def anchored_pages() -> dict:
+    """ANCHORED, and the README's toy section once it carries anchors of its own
+    (tests/lab/test_readme_reports.py checks it either way)."""
+    page, heading = README_TOY
+    text = _text(page)
+    start, end = pn.section(text, heading)
+    return {**ANCHORED, **({page: heading} if "<!-- check" in text[start:end] else {})}
+
+
 # Pages whose text is kept by others (docs/method.md, docs/teaching.md): each passage that
 # states a toy result or a worked example, with the references of its tokens in order. The
 # passage is found by its words; its numbers and verdict words may be anything, and are then

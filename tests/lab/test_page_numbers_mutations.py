@@ -3,14 +3,15 @@ is caught by the checker (tests/lab/page_mutations.py prints the counts)."""
 import pytest
 
 import page_mutations
-from test_page_numbers import ANCHORED, FRAGMENTS
+from test_page_numbers import FRAGMENTS, anchored_pages
 
 pytestmark = pytest.mark.slow                  # about 1800 checks of whole pages
 
 
 def test_every_change_to_a_number_or_verdict_word_read_from_a_report_is_caught():
-    counts = page_mutations.count(ANCHORED, FRAGMENTS)
-    assert set(counts) == set(ANCHORED) | {f.page for f in FRAGMENTS}
+    pages = anchored_pages()
+    counts = page_mutations.count(pages, FRAGMENTS)
+    assert set(counts) == set(pages) | {f.page for f in FRAGMENTS}
     for page, tally in counts.items():
         assert tally["checked"] > 0, page
         assert tally["checked_caught"] == tally["checked"], (page, tally)
