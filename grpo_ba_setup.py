@@ -43,7 +43,7 @@ def build(args, log=print):
         check_model_path(args.model)
         tokenizer, policy = load_tokenizer(args.model), load_model(args.model)
         context = getattr(policy.config.get_text_config(), "max_position_embeddings", None)
-        room = context and context - args.max_new_tokens     # the prompt's share of the context
+        room = context and max(1, context - args.max_new_tokens)     # the prompt's share
         rows = read_dataset(args.dataset, tokenizer, room, f"context {context} - --max-new-tokens")
         train, heldout = split_heldout(rows, args.eval_prompts)
         log(f"dataset {args.dataset}: {len(train)} training rows, {len(heldout)} held out")
