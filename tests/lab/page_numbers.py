@@ -8,19 +8,25 @@ words holds, contradicted, not detected) belong to the next anchor, in order:
     balanced ends +0.039 ahead of sequence (holds). <!-- check: band | balanced - sequence /
     last held-out acc | pooled#1, against 0 -->
 
-A reference is `SOURCE | ROW | COLUMN[, COLUMN ...]` (a report's row and columns; `#k` picks
-the k-th token of a cell, `#min` / `#max` reduce over the rows a `*` in ROW matches),
-`= EXPRESSION` (computed with grpo_ba's functions: the worked examples), or `- why` (a token
-from no report, one per `-`: counted, not checked). References are separated by `;`.
+A reference is `SOURCE | ROW | COLUMN[, COLUMN ...]`: a report's row (its key cells joined by
+' / ') and columns, each standing for the cell's tokens; `#k` picks the k-th, and where a `*`
+in ROW matches several rows `#min` / `#max` reduce their first tokens (`#min*` / `#max*`: every
+token). Derived columns read a verdict cell: `against 0` (holds, or not detected with what
+could have been seen) and `earlier` (contradicted, with the earlier value). A reference may
+also be `= EXPRESSION` (computed with grpo_ba's and paired_stats' functions: worked examples,
+counts over a report) or `- why` (one token from no report: counted apart, not checked).
+References are separated by `;`.
 
 A table is anchored whole, on the line before it:
 
-    <!-- check-table: band | pair, =last held-out acc | -, pooled, native-1t, default-1t, against 0 -->
+    <!-- check-table: band | 0, =last held-out acc | -, pooled, native-1t, default-1t, against 0 -->
 
-names its source, how a row's key is made (its cells by column name, or a constant after
-`=`), and what each column is (`-` for the key's own cells or an unchecked column). Text that
-is not a page's own (README.md, docs/method.md) is checked through `Fragment`s kept beside the
-test: a passage of the page, with the references of its tokens, whose tokens may change and are
+names its source, how a row's key is made (cells by position, or a constant after `=`) and the
+report column of each of its columns: `-` unchecked, `- why` from no report, `NAME@` a report
+whose rows are the page's columns (the header names the row's last key part), or `*` for "the
+page's own headers". `<!-- check-table: - why -->` marks a whole table as from no report.
+Text a page's owners keep free of anchors (docs/method.md, docs/teaching.md) is checked through
+`Fragment`s kept in the test: a passage found by its words, whose tokens may change and are
 then compared.
 
 Sources: band (assets/demo-band-v3/consequences.md), probe (assets/stability-probe/probe.md),
@@ -35,7 +41,6 @@ from dataclasses import dataclass
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stability-probe/probe.md",
            "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md"}
-VERDICTS = ("holds", "contradicted", "not detected")
 
 # a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
 # strings (2.13.0), model names (Qwen2.5) and ranges' second ends (0.97-0.99) are not signed.
