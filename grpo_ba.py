@@ -11,10 +11,11 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python grpo_ba.py --aggregator balanced --steps 200                       # one run
     python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
     python grpo_ba.py --help                       # every flag (grpo_ba_args.py)
+    python -m grpo_ba_plots runs/demo-s20          # redraw a run directory's figures
 
 The lab (grpo_ba_lab/, docs/lab.md) builds on these functions, never the other way round.
-Where GRPO implementations disagree, docs/method.md §7 lists this file's ten choices; the
-code says "choice N" where it makes one, and a test in tests/ pins each.
+docs/method.md §7 lists this file's ten choices where GRPO implementations disagree; the code
+says "choice N" where it makes one, and a test in tests/ pins each.
 """
 from __future__ import annotations
 
@@ -88,11 +89,9 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
     """l_it = -min(rho_it * A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_it
     rho_it = exp(logp_it - old_logp_it);  KL_it = k3 = exp(q) - q - 1 with q = ref_logp - logp.
     logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,) -> (B, T), 0 where mask is 0.
-
     Dual clip (docs/method.md §1, choice 10; verl's clip_ratio_c = c > 1, arXiv 1912.09729):
     for A_i < 0, l_it = min(l_it, -A_i c): a negative token whose ratio grew past c adds at
-    most |A_i| c, with no gradient. The cap scales with A_i: BA by rescaled advantages holds.
-    """
+    most |A_i| c, with no gradient. The cap scales with A_i: BA by rescaled advantages holds."""
     mask = mask.bool()
     ratio = policy_ratio(logp, old_logp, mask)                              # (B, T)
     adv = advantages.to(logp.dtype)[:, None]                                # (B, 1)
@@ -122,6 +121,7 @@ def _per_response_sums(per_token_loss, mask, group_size):
 def aggregate_token(per_token_loss, mask, advantages, group_size):
     """J_tok = (1 / sum_i L_i) * sum_i sum_t l_it          (DAPO / Dr. GRPO token sums)
 
+    Per-group token mean; verl's `token-mean` and TRL's `dapo` pool the batch (docs/method.md §5).
     Every token of the group weighs the same, so the side that writes more tokens
     gets more total weight (sign-length coupling, docs/method.md §3). Its trace: at rho = 1,
     l_it = -A_i and J_tok = -sum_i A_i L_i / sum_i L_i, not 0 unless lengths agree.
@@ -134,7 +134,7 @@ def aggregate_token(per_token_loss, mask, advantages, group_size):
 def aggregate_sequence(per_token_loss, mask, advantages, group_size):
     """J_seq = (1/G) * sum_i (1/L_i) * sum_t l_it          (original GRPO)
 
-    Every response weighs the same, so each token of a long response weighs less
+    Every response weighs the same, so a long answer's tokens count less: each gets 1/L_i
     (sequence equal-weighting, docs/method.md §3).
     """
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
@@ -143,14 +143,16 @@ def aggregate_sequence(per_token_loss, mask, advantages, group_size):
 
 
 def aggregate_balanced(per_token_loss, mask, advantages, group_size):
-    """Balanced Aggregation, advantage-mass form (docs/method.md §4, choice 7; binary: §2):
+    """Balanced Aggregation (docs/method.md §2): a token mean inside each sign, sequence-count
+    weights between the signs. For binary rewards, k of G right (S+) and G - k wrong (S-):
+
+        J_BA = (k/G) * token-mean of l over S+  +  ((G-k)/G) * token-mean of l over S-
+
+    For graded rewards this project generalizes the counts to advantage mass (docs/method.md
+    §4, choice 7), the form computed here; with binary rewards it is the one above:
 
         J_BA = sum_{s in +,-} (M_s / G) * (sum_{i in S_s} sum_t l_it) / (sum_{i in S_s} |A_i| L_i)
-        M_s  = sum_{i in S_s} |A_i|
-
-    With binary rewards this is (k/G) * token-mean over S+  +  ((G-k)/G) * token-mean over S-:
-    token mean inside each sign, sequence-count weights between the signs.
-    Responses with A_i = 0 belong to neither side and carry no weight.
+        M_s  = sum_{i in S_s} |A_i|;   responses with A_i = 0 belong to neither side.
     """
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
     adv = advantages.to(token_sums.dtype).view(-1, group_size)                   # (P, G)
@@ -173,21 +175,25 @@ AGGREGATORS = {
 
 
 def aggregator_function(aggregator):
-    """A rule's name in AGGREGATORS, or a function with the aggregators' signature
-    (a student's own)."""
+    """A rule's name in AGGREGATORS, or a function with their signature (a student's own)."""
     return AGGREGATORS[aggregator] if isinstance(aggregator, str) else aggregator
 
 
-def aggregation_coefficients(mask, advantages, group_size, aggregator):
-    """c_it = dJ/dl_it, shape (B, T): the weight each token term gets under a rule.
+def grpo_loss(token_loss, mask, advantages, group_size, aggregator, coefficients=None):
+    """J = rule(l, mask, A, G), the loss an update minimises: the paper's objective, where the
+    rule meets the loss (docs/method.md §2). Each rule is linear in l: given c = dJ/dl of whole
+    groups (aggregation_coefficients), some rows' exact share of J is sum_it c_it * l_it."""
+    if coefficients is None:
+        return aggregator_function(aggregator)(token_loss, mask, advantages, group_size)
+    return (coefficients * token_loss).sum()
 
-    Every rule is linear in l, so J = sum_it c_it * l_it exactly. The coefficients
-    depend only on the mask and the advantages of *whole groups*; computing them once
-    before splitting a batch into micro-batches keeps micro-batching exact.
-    """
+
+def aggregation_coefficients(mask, advantages, group_size, aggregator):
+    """c_it = dJ/dl_it, shape (B, T): the weight each token term gets under a rule, J's
+    gradient at l = 0. They depend only on the mask and the advantages of whole groups."""
     probe = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
-        value = aggregator_function(aggregator)(probe, mask, advantages.float(), group_size)
+        value = grpo_loss(probe, mask, advantages.float(), group_size, aggregator)
         (coefficients,) = torch.autograd.grad(value, probe)
     return coefficients * mask.to(coefficients.dtype)
 
@@ -203,9 +209,8 @@ class Rollout:
 
 
 def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask every position up to and including the first EOS, whatever token was sampled
-    there (a PAD the policy sampled itself is *in* the loss; choice 4). eos_id: one id or a
-    list (every stop id: EOS, end of turn). (B, T) -> (B, T), (B,)"""
+    """Mask every position up to and including the first EOS (one id or every stop id), whatever
+    was sampled there (a PAD the policy sampled is *in* the loss; choice 4): (B, T) -> (B, T)."""
     is_eos = torch.isin(response, torch.as_tensor(eos_id, device=response.device))
     has_eos = is_eos.any(dim=1)
     no_eos = torch.full_like(has_eos, response.shape[1], dtype=torch.long)
@@ -238,8 +243,7 @@ def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=
     temperature = args.temperature if temperature is None else temperature
     sampling = (dict(do_sample=False) if temperature == 0 else
                 dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0))
-    config = getattr(policy, "generation_config", None)
-    stop_ids = grpo_ba_setup.stop_token_ids(tokenizer, config)                # EOS, end of turn
+    stop_ids = grpo_ba_setup.stop_token_ids(tokenizer, getattr(policy, "generation_config", None))
     with autocast(args, policy.device.type):
         sequences = sample(policy, encoded, args.max_new_tokens, tokenizer.pad_token_id,
                            stop_ids, **sampling)
@@ -252,11 +256,9 @@ def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=
 
 
 def token_logprobs(model, sequences, attention, n_response, temperature=1.0, with_entropy=False):
-    """log pi(o_t | q, o_<t) of the last n_response tokens, (B, T); and their entropy.
-
-    Positions come from the attention mask, as in generation, so the first inner update
-    sees ratio exactly 1. Only the response positions' logits are materialised.
-    """
+    """log pi(o_t | q, o_<t) of the last n_response tokens, (B, T); and their entropy. Positions
+    come from the attention mask, as in generation, so the first inner update sees ratio
+    exactly 1. Only the response positions' logits are materialised."""
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
     logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions,
                    logits_to_keep=n_response + 1).logits[:, :-1]                        # (B, T, V)
@@ -273,18 +275,16 @@ def micro_batches(batch_size, micro_batch_size):
 
 
 def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
-    """Advantages -> coefficients c_it of the rule over whole groups -> mu inner updates,
-    each a step on  J_rule = sum_it c_it * l_it  accumulated over micro-batches. pi_old is
-    the first update's own log-probs, detached (the policy has not moved yet: ratio exactly
-    1, one forward pass fewer). Non-finite loss or gradients skip the optimizer step."""
+    """Advantages -> mu inner updates, each a step on the loss J = grpo_loss(l, mask, A, G) of
+    whole groups, summed over micro-batches as sum_it c_it * l_it, c = dJ/dl taken once over
+    the full batch (c never depends on theta: exact, choice 8). pi_old is the first update's
+    own log-probs, detached (ratio exactly 1, one forward pass fewer). Non-finite loss or
+    gradients skip the optimizer step."""
     T, device = batch.response_mask.shape[1], batch.response_mask.device
     mask = batch.response_mask.float()                                              # (B, T)
     if getattr(args, "truncated", "keep") == "mask":   # the lab's DAPO overlong filter: a cut
         mask = mask * (~batch.truncated).to(mask)[:, None]    # response leaves the loss, not A
     advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
-    # The rule enters the update here and only here, as c_it = dJ_rule/dl_it. Each rule is
-    # linear in l, and c depends on whole groups' masks and advantages, never on theta: taken
-    # once over the full batch, the micro-batches' sums add up to J_rule exactly (choice 8).
     coefficients = aggregation_coefficients(mask, advantages, args.group_size, args.aggregator)
     chunks = micro_batches(mask.shape[0], args.micro_batch_size)
     ref_logp = None                                                         # log pi_ref: (B, T)
@@ -306,7 +306,9 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
             ref = None if ref_logp is None else ref_logp[c]
             token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low,
                                             args.eps_high, ref, args.beta, args.clip_ratio_c)
-            loss = (coefficients[c] * token_loss).sum()     # sum_it c_it * l_it: a share of J
+            # the rule meets the loss: J = rule(l, mask, A, G), these rows' exact share of it
+            loss = grpo_loss(token_loss, mask[c], advantages[c], args.group_size, args.aggregator,
+                             coefficients[c])
             loss.backward()
             total += loss.item()
             shares = update_statistics(loss, logp, old_logp[c], ref, entropy, advantages[c],
@@ -328,10 +330,9 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
 @torch.no_grad()
 def update_statistics(loss, logp, old_logp, ref_logp, entropy, advantages, mask, coefficients,
                       inner, args) -> dict:
-    """A micro-batch's share of what the update logs (docs/metrics.md), as token sums:
-    pg_loss = J without its beta * KL part and the entropy, at the first inner update; the
-    k3 KL to pi_ref (beta > 0) or to pi_old, at the last; the clipped tokens' fraction, mean
-    over the mu updates. grpo_update divides the sums by the batch's number of tokens."""
+    """A micro-batch's share of what the update logs (docs/metrics.md), as token sums: at the
+    first inner update pg_loss = J without its beta * KL part, and the entropy; at the last
+    the k3 KL to pi_ref (beta > 0) or pi_old; the clipped fraction, mean over the mu updates."""
     ratio = policy_ratio(logp, old_logp, mask)                                      # rho_it
     clipped = clipped_tokens(ratio, advantages, args.eps_low, args.eps_high, args.clip_ratio_c)
     kl = k3_kl(logp, old_logp if ref_logp is None else ref_logp) * mask
@@ -358,43 +359,44 @@ def token_weights(mask, advantages, group_size, aggregator):
     logp = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
         token_loss = clipped_token_loss(logp, logp.detach(), advantages, mask)
-        value = aggregator_function(aggregator)(token_loss, mask, advantages, group_size)
-        (grad,) = torch.autograd.grad(value, logp)
+        (grad,) = torch.autograd.grad(grpo_loss(token_loss, mask, advantages, group_size,
+                                                aggregator), logp)
     return -grad
 
 
 def sign_weights(mask, advantages, group_size, aggregator):
-    """(w_pos, w_neg): token_weights summed over A_i > 0 and over A_i < 0 (docs/method.md
-    §3's table). Sequence and balanced give +-sqrt(k(G-k))/G per group (binary rewards,
-    std scaling); token gives a ratio |w_pos / w_neg| = Lbar+ / Lbar-."""
+    """(w_pos, w_neg): token_weights summed over A_i > 0 and A_i < 0 (docs/method.md §3). Binary,
+    std: sequence, balanced +-sqrt(k(G-k))/G per group; token |w_pos / w_neg| = Lbar+ / Lbar-."""
     per_response = token_weights(mask, advantages, group_size, aggregator).sum(dim=1)   # (B,)
     return per_response[advantages > 0].sum(), per_response[advantages < 0].sum()
 
 
 def positive_share(mask, advantages, group_size, aggregator) -> float | None:
-    """|w_pos| / (|w_pos| + |w_neg|): the rule's share of gradient weight on the positive
-    responses (docs/method.md §3); 1/2 for sequence and balanced with binary rewards,
-    Lbar+ / (Lbar+ + Lbar-) for token; None when every group is tied."""
+    """|w_pos| / (|w_pos| + |w_neg|), the rule's weight share on A > 0 (docs/method.md §3): 1/2
+    for sequence, balanced (binary); token Lbar+ / (Lbar+ + Lbar-); None if all groups tie."""
     w_pos, w_neg = sign_weights(mask, advantages, group_size, aggregator)
     total = (w_pos.abs() + w_neg.abs()).item()
     return w_pos.abs().item() / total if total > 0 else None
 
 
-def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None) -> dict:
-    """Each rule's bias in one binary group (docs/method.md §3), from the real rules: the
-    share of weight on right answers against their mean length over the wrong ones'
-    (sign-length coupling), and one right answer's token weight against its length
-    (length devaluation). grpo_ba_plots.bias_curves draws them."""
-    advantages = group_advantages(torch.tensor([1.0] * right + [0.0] * (group_size - right)),
-                                  group_size)
+def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None, lengths=None) -> dict:
+    """The two biases in one binary group (docs/method.md §3) by the real rules, for
+    grpo_ba_plots.bias_curves. share: the weight share on right answers against Lbar+/Lbar-
+    (sign-length coupling; 1/2 is unbiased). relative_weight: one right answer's per-token
+    weight over a wrong_length-token right answer's (sequence equal-weighting: wrong_length/L)."""
+    rewards = torch.tensor([1.0] * right + [0.0] * (group_size - right))
+    advantages = group_advantages(rewards, group_size)
     def group(length, n):                         # (G, T): the first n answers of `length`
         return mask_from_lengths(torch.tensor([length] * n + [wrong_length] * (group_size - n)))
-    ratios, lengths = ratios or [r / 10 for r in range(2, 41)], list(range(2, 41))
+    def relative(rule, length):                   # answer 0 (right, `length`) over answer 1
+        weights = token_weights(group(length, 1), advantages, group_size, rule)
+        return (weights[0, 0] / weights[1, 0]).item()
+    ratios, lengths = ratios or [r / 10 for r in range(2, 41)], lengths or list(range(2, 41))
     share = {rule: [positive_share(group(round(r * wrong_length), right), advantages, group_size,
                                    rule) for r in ratios] for rule in AGGREGATORS}
-    weight = {rule: [token_weights(group(n, 1), advantages, group_size, rule)[0, 0].item()
-                     for n in lengths] for rule in AGGREGATORS}
-    return {"ratios": ratios, "lengths": lengths, "share": share, "token_weight": weight}
+    weight = {rule: [relative(rule, n) for n in lengths] for rule in AGGREGATORS}
+    return {"ratios": ratios, "lengths": lengths, "reference_length": wrong_length,
+            "share": share, "relative_weight": weight}
 
 
 def step_diagnostics(rewards, mask, args) -> dict:
@@ -431,8 +433,8 @@ def evaluate(policy, tokenizer, task, rows, args, sample=generate, samples=1,
 
 def greedy_accuracy(policy, tokenizer, task, args, sample=generate) -> dict:
     """The course's score: greedy accuracy on the first --eval-prompts held-out prompts."""
-    rows = task.heldout[:args.eval_prompts]
-    return {"accuracy": evaluate(policy, tokenizer, task, rows, args, sample)}
+    return {"accuracy": evaluate(policy, tokenizer, task, task.heldout[:args.eval_prompts], args,
+                                 sample)}
 
 
 def step_rows(task, step_seed: int, args) -> list:
@@ -458,9 +460,8 @@ def sample_groups(policy, tokenizer, task, rows, rng, args, sample=generate):
 
 def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, scores=None,
               on_rollout=None, sample=generate) -> dict:
-    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update;
-    first, if given, scores(policy) -> {metric: accuracy}, logged with `accuracy`, their
-    mean. on_rollout(prompts, Rollout, rewards), if given, sees what the policy wrote."""
+    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update. Given,
+    scores(policy) -> {metric: accuracy} is logged first; on_rollout sees what was written."""
     batch, rewards, forced = sample_groups(policy, tokenizer, task, rows, rng, args, sample)
     if on_rollout is not None:
         on_rollout([task.prompt_text(r["prompt"]) for r in rows], batch, rewards)
@@ -478,12 +479,11 @@ def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, sc
 
 def train(args: Args, log=print, build=grpo_ba_setup.build, sample=generate, scores=None,
           loggers=()) -> str:
-    """One GRPO run with one rule: each step samples P prompts, G rollouts each, rewards
-    them and updates (grpo_step). Writes args.json, metrics.jsonl (one object per step) and
-    checkpoint.pt to args.output_dir (docs/outputs.md), and returns it. The seams the lab
-    plugs into: build(args, log) -> (policy, tokenizer, task); sample, as generate;
-    scores(policy, tokenizer, task, args, sample) -> {metric: accuracy}, as greedy_accuracy;
-    loggers (grpo_ba_run.RunLogger), besides metrics.jsonl and the log."""
+    """One GRPO run with one rule: each step samples P prompts, G rollouts each, rewards them
+    and updates (grpo_step). Writes args.json, metrics.jsonl (a line per step) and checkpoint.pt
+    to args.output_dir (docs/outputs.md), and returns it. The lab's seams: build(args, log) ->
+    (policy, tokenizer, task); sample, as generate; scores(policy, tokenizer, task, args,
+    sample) -> {metric: accuracy}, as greedy_accuracy; loggers (grpo_ba_run.RunLogger)."""
     run = Run(args, log, loggers)                 # device, threads; a bad directory fails now
     policy, tokenizer, task = build(args, log)
     policy.to(run.device)
@@ -511,16 +511,17 @@ def train(args: Args, log=print, build=grpo_ba_setup.build, sample=generate, sco
 
 
 # 8. main: one run, a resumed run, or the demo =============================================
-def demo(args: Args, log=print, train_one=None) -> str:
-    """`python grpo_ba.py`: the three rules from the same weights and seed, one run each
-    (by `train_one`, default train), then what each rule did and two figures."""
+def demo(args: Args, log=print, train_one=None, terminal=None) -> str:
+    """`python grpo_ba.py`: the three rules from the same weights and seed, one run each (by
+    `train_one`, a line on the `terminal` shows its steps), what each did and two figures."""
     train_one = train_one or train
     base = args.output_dir or f"runs/{args.design}-s{args.seed}"
     runs = {}
     for k, rule in enumerate(AGGREGATORS, 1):
         out = os.path.join(base, rule)
         log(f"[{k}/{len(AGGREGATORS)}] {rule}: {args.steps} GRPO steps in {out}")
-        train_one(dataclasses.replace(args, aggregator=rule, output_dir=out), log=lambda *a: None)
+        progress = grpo_ba_plots.Progress(args.steps, terminal)     # the run's log lines: dropped
+        train_one(dataclasses.replace(args, aggregator=rule, output_dir=out), log=progress)
         runs[rule] = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))
     figures = (grpo_ba_plots.mechanism_figure(runs, os.path.join(base, "mechanism.png"),
                                               f"design {args.design}, seed {args.seed}"),
@@ -531,15 +532,16 @@ def demo(args: Args, log=print, train_one=None) -> str:
 
 
 def main(argv=None) -> int:
-    """One run (--aggregator RULE), a run continued (--resume DIR), or by default the demo."""
+    """One run and its figure (--aggregator RULE), a run continued (--resume DIR), or the demo."""
     def command():
         args = parse_args(argv)
         check_args(args)
         if args.aggregator == "all":
             demo(args)
-        else:
-            default_dir = f"runs/{args.design}-{args.aggregator}-s{args.seed}"
-            train(dataclasses.replace(args, output_dir=args.output_dir or default_dir))
+            return
+        out = train(dataclasses.replace(args, output_dir=args.output_dir
+                                        or f"runs/{args.design}-{args.aggregator}-s{args.seed}"))
+        print(f"Figure: {grpo_ba_plots.redraw(out)[0]} (python -m grpo_ba_plots {out} redraws it)")
     return run_command("grpo_ba.py", command)
 
 

@@ -1,14 +1,10 @@
 """grpo_ba_args.py -- the command line of grpo_ba.py: one dataclass, one flag per field.
 
-A run's settings are `Args`; each field's help line is its --help line, and a run's args.json
-is `dataclasses.asdict(args)`. Defaults come from four sources, applied once each, in this
-order, in `parse_args` (the later wins): the field's default, a --preset, a toy --design
-(toy_tasks/designs.py), a --config FILE (JSON: a run's args.json works), the flags typed.
-
-    from grpo_ba_args import parse_args
-    args = parse_args(["--aggregator", "balanced", "--steps", "50"])
-
-The lab's commands add fields of their own by subclassing Args (grpo_ba_lab/lab_args.py).
+A run's settings are `Args` (`parse_args(["--aggregator", "balanced"])`); each field's help line
+is its --help line, and a run's args.json is `dataclasses.asdict(args)`. `parse_args` applies
+the sources of defaults once each, the later winning: the field's default, a --preset, a toy
+--design (toy_tasks/designs.py), a --config FILE (JSON: a run's args.json works), the flags
+typed. The lab's commands subclass Args (grpo_ba_lab/lab_args.py).
 """
 from __future__ import annotations
 
@@ -80,9 +76,8 @@ METAVARS = {"output_dir": "DIR", "resume": "DIR", "preset": "NAME", "model": "NA
             "dataset": "FILE"}
 
 
-LAB = ("the lab builds on these: python -m grpo_ba_lab.train (LoRA, trackers, benchmarks, "
-       "faster rollouts, the toy's own knobs), grpo_ba_lab.analysis.sweep (seeds compared "
-       "paired), .regime_map, .report, .diagnose (docs/lab.md)")
+LAB = ("the lab builds on these (docs/lab.md): python -m grpo_ba_lab.train (LoRA, trackers, "
+       "the toy's knobs), grpo_ba_lab.analysis.sweep (paired seeds), .regime_map, .report ...")
 
 
 class UsageError(ValueError):
@@ -90,8 +85,8 @@ class UsageError(ValueError):
 
 
 def run_command(prog: str, body, interrupted: str = "interrupted") -> int:
-    """Every command's exit: body()'s code (None: 0); 2 for what the user can mend (any
-    ValueError or OSError: each line printed as `prog: error: ...`); 130 on Ctrl-C."""
+    """Every command's exit: body()'s code (None: 0); 2 for what the user can mend (a ValueError
+    or OSError: each line printed as `prog: error: ...`); 130 on Ctrl-C."""
     try:
         return body() or 0
     except KeyboardInterrupt:
@@ -153,32 +148,28 @@ def read_config(path: str, cls=Args) -> dict:
 
 
 def course_design(chosen: dict) -> str:
-    """What --design auto means on grpo_ba.py's command line: the demo's design on the toy,
-    none with a real model."""
+    """--design auto on grpo_ba.py's command line: the demo's design on the toy, none on a model."""
     return designs.NO_DESIGN if chosen["model"] or chosen["preset"] else designs.DEMO
 
 
 def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=CHOICES,
                config_reader=read_config, machine_flags=grpo_ba_run.MACHINE_FLAGS,
                auto_design=course_design, **parser_kw):
-    """A command line -> `cls`. Each source of defaults is applied once, in one place: the
-    fields' defaults, the --preset, the --design, the --config file, the flags typed. With
-    --resume DIR, its args.json takes the place of the first four (grpo_ba_run.resumed_args:
-    only --steps and machine flags may differ from it)."""
+    """A command line -> `cls`: each source of defaults applied once, here (the fields', --preset,
+    --design, --config, the flags typed). With --resume DIR its args.json replaces the first
+    four (grpo_ba_run.resumed_args: only --steps and machine flags may differ)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser_kw.setdefault("epilog", LAB if cls is Args else None)
     typed = vars(build_parser(cls, prog, choices=choices, **parser_kw).parse_args(argv))
     config = config_reader(typed.pop("config"), cls) if "config" in typed else {}
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     if typed.get("resume"):
-        saved = grpo_ba_run.resumed_args(typed["resume"], typed, defaults, machine_flags)
-        return cls(**saved)
+        return cls(**grpo_ba_run.resumed_args(typed["resume"], typed, defaults, machine_flags))
     chosen = {**defaults, **config, **typed}           # which preset and design are asked for
     preset = presets.get(chosen["preset"], {})
     design = auto_design(chosen) if chosen["design"] == designs.AUTO else chosen["design"]
     from_design = {k: v for k, v in designs.design_flags(design).items() if k in defaults}
-    values = {**defaults, **preset, **from_design, **config, **typed, "design": design}
-    return cls(**values)
+    return cls(**{**defaults, **preset, **from_design, **config, **typed, "design": design})
 
 
 def check_args(args):

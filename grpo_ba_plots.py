@@ -1,33 +1,47 @@
-"""grpo_ba_plots.py -- what the demo shows: its story in a few lines and two figures.
+"""grpo_ba_plots.py -- what a run shows: the demo's story, `mechanism_figure` (one run per rule
+over its steps), `bias_curves` (the two biases in one group, as grpo_ba.bias_curves computes
+them; kept as bias_curves.json), a progress line. Reads what grpo_ba.py writes (docs/metrics.md).
 
-- `mechanism_figure`: one run per rule over its steps: accuracy, each rule's weight share on
-  right answers, the lengths of right and wrong answers, entropy, truncation.
-- `bias_curves`: the analytic bias of each rule in one group (grpo_ba.bias_curves computes
-  them with the real rules; here they are only drawn).
-Reads metrics lines as grpo_ba.py writes them (docs/metrics.md); never imports grpo_ba.
+    python -m grpo_ba_plots runs/demo-s20      # redraw a run directory's figures (docs/outputs.md)
 """
 from __future__ import annotations
 
+import argparse
+import glob
+import json
 import math
+import os
+import sys
+import time
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# Okabe-Ito: told apart with any colour vision; sequence dashed, as it sits at balanced's 1/2
+import grpo_ba_run  # noqa: E402
+from grpo_ba_args import run_command  # noqa: E402
+
+# Okabe-Ito, for any colour vision. Where two rules' lines coincide (sequence, balanced at 1/2 or
+# 0; token, balanced at 1) both stay visible: token wide below, the others' dashes interleaved.
 COLORS = {"token": "#D55E00", "sequence": "#0072B2", "balanced": "#009E73"}
-STYLES = {"token": "-", "sequence": "--", "balanced": "-"}
+STYLES = {"token": "-", "sequence": (0, (4, 4)), "balanced": (4, (4, 4))}
+LINES = {"token": dict(lw=4, zorder=2),
+         "sequence": dict(lw=2, marker="o", ms=4, markevery=(0, 4), zorder=3),
+         "balanced": dict(lw=2, marker="s", ms=4, markevery=(2, 4), zorder=4)}
 PANELS = [("accuracy", "held-out greedy accuracy"),
-          ("pos_share", "weight share on right answers (own rule)"),
+          ("pos_share", "weight share on right answers (0.5: unbiased)"),
+          ("pg_loss", "pg-loss at ratio 1 (0: no drift)"),
           ("len_right", "mean length of right answers (tokens)"),
-          ("len_wrong", "mean length of wrong answers (tokens)"),
-          ("entropy", "entropy per token"), ("truncated_frac", "fraction cut at --max-new-tokens")]
+          ("len_wrong", "mean length of wrong answers (tokens)"), ("entropy", "entropy per token")]
+
+
+def style(rule: str) -> dict:
+    return dict(color=COLORS[rule], ls=STYLES[rule], label=rule, **LINES[rule])
 
 
 def _steps(metrics: list[dict], key: str):
-    """(steps, values) of the training lines that logged `key` (the final evaluation, logged
-    as step --steps, included for accuracy)."""
+    """(steps, values) of the lines that logged `key` (the final evaluation only for accuracy)."""
     points = [(m["step"], m[key]) for m in metrics
               if m.get(key) is not None and (key == "accuracy" or not m.get("final_evaluation"))]
     return [s for s, _ in points], [v for _, v in points]
@@ -45,67 +59,134 @@ def _save(fig, path: str) -> str:
     return path
 
 
-def mechanism_figure(runs: dict, path: str, title: str) -> str:
-    """runs: {rule: metrics lines} of one seed -> six panels over the steps."""
+def draw_mechanism(runs: dict, title: str):
+    """runs: {rule: metrics lines} of one seed -> a figure of six panels over the steps."""
     fig, axes = plt.subplots(2, 3, figsize=(14, 7))
     for ax, (key, label) in zip(axes.flat, PANELS):
         for rule, metrics in runs.items():
-            steps, values = _steps(metrics, key)
-            ax.plot(steps, values, color=COLORS[rule], ls=STYLES[rule], lw=1.6, label=rule,
-                    marker="." if key == "accuracy" else None)
-        ax.set_title(label, fontsize=10)
-        ax.set_xlabel("step")
+            ax.plot(*_steps(metrics, key), **style(rule))
+        if key in ("pos_share", "pg_loss"):
+            ax.axhline(0.5 if key == "pos_share" else 0.0, color="gray", lw=0.8)
+        ax.set(title=label, xlabel="step")
         ax.grid(alpha=0.3)
     axes.flat[0].legend()
     fig.suptitle(f"What each rule did, one seed ({title}): the mechanism, not a ranking")
-    return _save(fig, path)
+    return fig
 
 
-def bias_curves(curves: dict, path: str) -> str:
-    """The two biases of docs/method.md §3 from grpo_ba.bias_curves' numbers."""
+def mechanism_figure(runs: dict, path: str, title: str) -> str:
+    return _save(draw_mechanism(runs, title), path)
+
+
+def draw_bias_curves(curves: dict):
+    """The two biases of docs/method.md §3, from grpo_ba.bias_curves' numbers."""
     fig, (share, weight) = plt.subplots(1, 2, figsize=(11, 4))
     for rule in COLORS:
-        share.plot(curves["ratios"], curves["share"][rule], color=COLORS[rule], ls=STYLES[rule],
-                   lw=2, label=rule)
-        weight.plot(curves["lengths"], curves["token_weight"][rule], color=COLORS[rule],
-                    ls=STYLES[rule], lw=2, label=rule)
+        share.plot(curves["ratios"], curves["share"][rule], **style(rule))
+        weight.plot(curves["lengths"], curves["relative_weight"][rule], **style(rule))
     share.axhline(0.5, color="gray", lw=0.5)
     share.axvline(1.0, color="gray", lw=0.5)
     share.set(xscale="log", xlabel="mean length of right / wrong answers",
               ylabel="share of gradient weight on right answers",
-              title="Sign-length coupling: token follows the lengths")
+              title="Sign-length coupling: token's share follows the lengths")
     share.set_xticks([0.25, 0.5, 1, 2, 4], ["1/4", "1/2", "1", "2", "4"])
-    share.minorticks_off()
-    weight.set(yscale="log", xlabel="length of one right answer (tokens)",
-               ylabel="gradient weight of each of its tokens",
-               title="Length devaluation: sequence shrinks long answers")
+    reference = curves["reference_length"]
+    weight.set(xscale="log", yscale="log", xlabel="length L of one right answer (tokens)",
+               ylabel=f"per-token weight (1: a {reference}-token one's)",
+               title=f"Sequence equal-weighting: sequence gives {reference}/L")
+    weight.set_xticks([2, 5, 10, 20, 40], ["2", "5", "10", "20", "40"])
+    weight.set_yticks([0.25, 0.5, 1, 2, 4], ["1/4", "1/2", "1", "2", "4"])
+    for ax in (share, weight):
+        ax.minorticks_off()
     share.legend()
-    return _save(fig, path)
+    return fig
+
+
+def bias_curves(curves: dict, path: str) -> str:
+    """Draw the curves to `path`, and keep their numbers beside it (.json) for a redraw."""
+    with open(os.path.splitext(path)[0] + ".json", "w") as f:
+        json.dump(curves, f)
+    return _save(draw_bias_curves(curves), path)
+
+
+def redraw(run_dir: str) -> list[str]:
+    """Redraw mechanism.png of one run's directory or the demo's (a run per rule below it), and
+    bias_curves.png where the demo kept its curves."""
+    found = glob.glob(os.path.join(run_dir, "args.json")) or sorted(
+        glob.glob(os.path.join(run_dir, "*", "args.json")))
+    runs, args = {}, {}
+    for path in found:
+        args = grpo_ba_run.read_args(os.path.dirname(path))
+        if args.get("aggregator") in runs:
+            raise grpo_ba_run.RunError(f"{run_dir} holds several {args['aggregator']} runs; this "
+                                       "draws one per rule (many: grpo_ba_lab.analysis.report)")
+        runs[args.get("aggregator")] = grpo_ba_run.read_metrics(
+            os.path.join(os.path.dirname(path), "metrics.jsonl"))
+    if not runs:
+        raise grpo_ba_run.RunError(f"no run (args.json, metrics.jsonl) in {run_dir} or below it")
+    title = f"design {args.get('design')}, seed {args.get('seed')}"
+    figures = [mechanism_figure(runs, os.path.join(run_dir, "mechanism.png"), title)]
+    if os.path.exists(os.path.join(run_dir, "bias_curves.json")):
+        with open(os.path.join(run_dir, "bias_curves.json")) as f:
+            figures.append(bias_curves(json.load(f), os.path.join(run_dir, "bias_curves.png")))
+    return figures
+
+
+class Progress(grpo_ba_run.RunLogger):
+    """A run's steps on one terminal line rewritten in place (step k/N, seconds, last accuracy);
+    nothing unless `stream` is a terminal. As a run's `log` it drops its lines (grpo_ba.demo)."""
+
+    def __init__(self, steps: int, stream=None):
+        self.stream, self.steps, self.started = stream or sys.stdout, steps, time.time()
+        self.shown, self.accuracy, self.width = self.stream.isatty(), "", 0
+
+    def __call__(self, *lines):
+        pass
+
+    def log(self, metrics: dict):
+        if metrics.get("accuracy") is not None:
+            self.accuracy = f", accuracy {metrics['accuracy']:.3f}"
+        line = (f"      step {min(metrics['step'] + 1, self.steps)}/{self.steps}, "
+                f"{time.time() - self.started:.0f} s{self.accuracy}")
+        if self.shown:
+            self.stream.write("\r" + line.ljust(self.width))
+            self.stream.flush()
+            self.width = max(self.width, len(line))
+
+    def close(self):
+        if self.width:
+            self.stream.write("\n")
 
 
 def story(runs: dict, args, figures) -> list[str]:
-    """The demo's last lines: what each rule did in this run, and what one seed cannot say."""
+    """The demo's last lines: what each rule did, by the paper's two biases (docs/method.md §3)."""
     def row(label, value):
         return f"{label:<40}" + "".join(f"{value(m):>15}" for m in runs.values())
-
     def first(metrics, key):                       # nan when no step logged it (no right answer)
         return (_steps(metrics, key)[1] or [math.nan])[0]
-
     def late(metrics, key):                        # the last 10 steps' mean
         return _mean(_steps(metrics, key)[1][-10:])
-
     def change(key, digits=1, last=late):
         return lambda m: f"{_text(first(m, key), digits)} -> {_text(last(m, key), digits)}"
+    def mean(key, sign=""):
+        return lambda m: _text(_mean(_steps(m, key)[1]), 3, sign)
 
     compare = f"--design {args.design}" if args.design != "plain" else "--seeds 5"
     return ["", f"What each rule did (design {args.design}, seed {args.seed}, {args.steps} steps):",
             f"{'':<40}" + "".join(f"{rule:>15}" for rule in runs),
-            row("weight share on right answers, mean",
-                lambda m: _text(_mean(_steps(m, "pos_share")[1]), 3)),
+            row("weight share on right answers, mean", mean("pos_share")),
+            row("pg-loss at ratio 1, mean", mean("pg_loss", "+")),
             row("right-answer length, step 0 -> last 10", change("len_right")),
             row("wrong-answer length, step 0 -> last 10", change("len_wrong")),
             row("held-out accuracy, step 0 -> final",
                 change("accuracy", 3, lambda m, key: (_steps(m, key)[1] or [math.nan])[-1])),
+            "",
+            "0.5 is the unbiased share. Sequence and balanced sit at it by construction: the right",
+            "and the wrong answers of a group get sqrt(k(G-k))/G each, whatever their lengths, so",
+            "their pg-loss at ratio 1 is 0. Token weighs every token alike: the side writing more",
+            "tokens takes more of the update, a share Lbar+/(Lbar+ + Lbar-) and a pg-loss drifting",
+            "from 0 (sign-length coupling). Sequence weighs every answer alike, 1/L to each token",
+            "of an L-token answer (sequence equal-weighting); balanced has neither bias.",
             "",
             "One seed ranks no rule: its differences mix the rule with this seed's luck. To",
             f"compare them paired over many seeds: python -m grpo_ba_lab.analysis.sweep {compare}",
@@ -113,5 +194,20 @@ def story(runs: dict, args, figures) -> list[str]:
             f"         {figures[1]} (each rule's bias in one group, docs/method.md §3)"]
 
 
-def _text(value: float, digits: int) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.{digits}f}"
+def _text(value: float, digits: int, sign: str = "") -> str:
+    """`value` to `digits` places, 'n/a' for nan; what rounds to 0 shows as 0 (never -0.000)."""
+    if math.isnan(value):
+        return "n/a"
+    return f"{0.0 if abs(value) < 0.5 * 10 ** -digits else value:{sign}.{digits}f}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grpo_ba_plots", description="Redraw the "
+                                     "figures of a run directory: one run's, or the demo's.")
+    parser.add_argument("run_dir", metavar="RUN_DIR")
+    run_dir = parser.parse_args(argv).run_dir
+    return run_command("grpo_ba_plots", lambda: print("\n".join(redraw(run_dir))))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,13 +1,9 @@
 """grpo_ba_run.py -- a run on disk and on its machine: what grpo_ba.train() does besides the
-algorithm (the `Run` below), and the files it writes (docs/outputs.md).
-
-Nothing here is the algorithm; it makes a run survive Ctrl-C, a hard kill and a file handed
-over by someone else (docs/robustness.md): metrics appended one synced line per step (a torn
-*last* line is dropped with a note), checkpoints written atomically that hold only what
-`torch.load(weights_only=True)` accepts (loading one never runs code from it) and keep the
-metrics lines since the previous one, and a resume that checks everything (checkpoint, model
-shapes, metrics) before it changes anything in the run directory. Every problem is a
-`RunError`: one line naming the file, exit code 2 in grpo_ba.main.
+algorithm (`Run`), and its files (docs/outputs.md). A run survives Ctrl-C, a hard kill and a
+file handed over by someone else (docs/robustness.md): a synced metrics line per step (a torn
+*last* line is dropped with a note); atomic checkpoints that torch.load(weights_only=True)
+accepts (loading never runs code), keeping the metrics lines since the previous one; a resume
+that checks everything before it changes anything. A problem is a `RunError`: one line, exit 2.
 """
 from __future__ import annotations
 
@@ -34,15 +30,12 @@ class RunError(ValueError):
 
 
 class SetupError(ValueError):
-    """What a run is built from cannot be used (a model, a dataset, a warm-up file, a
-    device): one line, exit code 2."""
+    """What a run is built from (model, dataset, warm-up file, device) cannot be used."""
 
 
 def _note(message):
     print(message, file=sys.stderr)
 
-
-# ------------------------------------------------------------------ where a run runs
 
 def pick_device(requested: str) -> torch.device:
     """'auto' -> cuda, then Apple's mps, then cpu; an explicit choice must be available."""
@@ -62,61 +55,47 @@ TOY_THREADS = 2   # measured best for the toy on an idle 2-core machine (docs/ro
 
 def pick_threads(requested: int, real_model: bool) -> int:
     """--threads, or when 0 (auto): the toy's measured best; for --model every core we may use."""
-    if requested > 0:
-        return requested
-    if not real_model:
-        return TOY_THREADS
-    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else (os.cpu_count() or 1))
+    if requested > 0 or not real_model:
+        return requested if requested > 0 else TOY_THREADS
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo, else platform), e.g. 'AMD EPYC 7B13'."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as f:
+        return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     import platform
     return platform.processor() or platform.machine()
 
 
 def machine_variant() -> dict:
-    """What sets this process's floating-point path: the CPU, the kernels torch chose
-    (`ATEN_CPU_CAPABILITY` forces them), the threads and torch's version. The toy's long
-    trainings are chaotic in it (docs/toy-designs.md), so every run records it."""
+    """This process's floating-point path: CPU, kernels (`ATEN_CPU_CAPABILITY` forces them),
+    threads, torch. Long toy trainings are chaotic in it (docs/toy-designs.md): runs record it."""
     return {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
             "threads": torch.get_num_threads(), "torch": torch.__version__}
 
 
-def record_start(run_dir: str, start_step: int, warmup: dict | None,
-                 provenance: dict | None = None):
+def record_start(run_dir: str, start_step: int, warmup: dict | None, provenance=None):
     """Append this start (or resume) of a run to run.json: its step, the machine variant, what
     else produced it (run_config.provenance) and its warm-up (None: a model loaded as it is)."""
     record = read_run_record(run_dir) if start_step > 0 else {"starts": []}
     start = {"step": start_step, "machine": machine_variant(), "warmup": warmup}
-    if provenance is not None:
-        start["provenance"] = provenance
-    record["starts"].append(start)
+    record["starts"].append(start if provenance is None else {**start, "provenance": provenance})
     write_atomic(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2))
 
 
 def read_run_record(run_dir: str) -> dict:
     """run.json of a run ({'starts': []} for runs older than the record)."""
-    path = os.path.join(run_dir, "run.json")
-    if not os.path.exists(path):
+    if not os.path.exists(os.path.join(run_dir, "run.json")):
         return {"starts": []}
-    with open(path) as f:
+    with open(os.path.join(run_dir, "run.json")) as f:
         return json.load(f)
 
 
 def autocast_dtype(device_type: str, dtype: str, log=_note) -> str:
-    """`dtype` ("bfloat16", "float16") if autocast on this device computes in it, else
-    "float32" with a one-line note. torch either raises (bf16 on an old GPU) or warns
-    and disables autocast (a dtype the device lacks)."""
+    """`dtype` if autocast on this device computes in it, else "float32" with a one-line note
+    (torch raises, bf16 on an old GPU, or warns and disables autocast, a dtype it lacks)."""
     if dtype == "float32":
         return dtype
     with warnings.catch_warnings(record=True) as caught:
@@ -127,37 +106,29 @@ def autocast_dtype(device_type: str, dtype: str, log=_note) -> str:
         except (RuntimeError, ValueError):
             supported = False
     if not supported:
-        log(f"note: {device_type} autocast does not support {dtype} here; "
-            "computing in float32")
-        return "float32"
-    return dtype
+        log(f"note: {device_type} autocast does not support {dtype} here; computing in float32")
+    return dtype if supported else "float32"
 
-
-# ------------------------------------------------------------------ the run directory
 
 def prepare_output_dir(out: str) -> str:
     """Create `out` and make sure it can be written, or fail with one clear line."""
     try:
         os.makedirs(out, exist_ok=True)
-        probe = os.path.join(out, ".write_test")
-        open(probe, "w").close()
-        os.remove(probe)
+        open(os.path.join(out, ".write_test"), "w").close()
+        os.remove(os.path.join(out, ".write_test"))
     except OSError as err:
-        raise ValueError(f"cannot write to output directory {out!r}: "
-                         f"{err.strerror}") from None
+        raise ValueError(f"cannot write to output directory {out!r}: {err.strerror}") from None
     return out
 
 
 def _json_line(metrics: dict) -> str:
     """One JSON object per line; NaN and inf (not JSON) become null."""
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-             for k, v in metrics.items()}
-    return json.dumps(clean) + "\n"
+    return json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                       for k, v in metrics.items()}) + "\n"
 
 
 def append_metrics(path: str, metrics: dict) -> str:
-    """One line per step, synced: a power cut loses at most the line being written.
-    Returns the line, for the next checkpoint to keep."""
+    """One line per step, synced (a power cut loses at most this line); -> it, for checkpoints."""
     line = _json_line(metrics)
     with open(path, "a") as f:
         f.write(line)
@@ -166,30 +137,20 @@ def append_metrics(path: str, metrics: dict) -> str:
     return line
 
 
-def _sync_directory(path: str):
-    """A rename reaches the disk with its directory's entry: sync that too (POSIX)."""
-    try:
-        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    except OSError:                  # e.g. Windows: directories cannot be opened
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_atomic(path: str, text: str, write=None):
-    """Replace `path` by `text` (or what `write(binary_file)` writes) atomically: a temp file,
-    synced, then renamed over it, so a kill keeps the old file."""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    """Replace `path` by `text` (or what `write(binary_file)` writes) atomically: a synced temp
+    file renamed over it (a kill keeps the old file), then its directory synced (POSIX only)."""
+    with open(path + ".tmp", "wb") as f:
         f.write(text.encode()) if write is None else write(f)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _sync_directory(path)
+    os.replace(path + ".tmp", path)
+    with contextlib.suppress(OSError):
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_jsonl(path: str, records: list[dict]):
@@ -198,8 +159,8 @@ def write_jsonl(path: str, records: list[dict]):
 
 
 def read_metrics(path: str, log=_note) -> list[dict]:
-    """The metrics of a run, one dict per line; a torn last line is dropped with a note, a
-    bad line anywhere else is a RunError naming it."""
+    """A run's metrics, a dict per line: a torn last line is dropped with a note, a bad one
+    elsewhere is a RunError naming it."""
     with open(path, "rb") as f:
         lines = [(number, raw) for number, raw in enumerate(f.read().split(b"\n"), 1)
                  if raw.strip(b" \t\r\x00")]
@@ -248,53 +209,42 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def resumed_args(run_dir: str, given: dict, defaults: dict,
-                 machine_flags=MACHINE_FLAGS) -> dict:
-    """The settings of a resumed run: args.json of `run_dir` (a setting it lacks takes its
-    default), then the flags typed (`given`): --steps extends or shortens the run (checked
-    against the checkpoint later), machine flags may change, any other must equal the saved."""
-    saved = read_args(run_dir)
+def resumed_args(run_dir: str, given: dict, defaults: dict, machine_flags=MACHINE_FLAGS) -> dict:
+    """A resumed run's settings: args.json of `run_dir` (defaults for what it lacks), then the
+    flags typed: --steps (checked later) and machine flags may change, others must equal it."""
+    saved, path = read_args(run_dir), os.path.join(run_dir, "args.json")
     unknown = sorted(set(saved) - set(defaults))
     if unknown:
-        raise RunError(f"{os.path.join(run_dir, 'args.json')}: unknown setting {unknown[0]!r} "
-                       f"(written by another version of grpo_ba.py?)")
+        raise RunError(f"{path}: unknown setting {unknown[0]!r} (written by another version of "
+                       f"grpo_ba.py?)")
     merged = {**defaults, **saved, "resume": run_dir, "output_dir": run_dir}
     for name, value in given.items():
-        flag = _flag(name)
-        if name == "output_dir":
-            if os.path.abspath(value) != os.path.abspath(run_dir):
-                raise RunError(f"{flag} {value}: a resumed run writes into its own directory "
-                               f"{run_dir!r}")
-        elif name in ("steps", *machine_flags):
+        if name == "output_dir" and os.path.abspath(value) != os.path.abspath(run_dir):
+            raise RunError(f"{_flag(name)} {value}: a resumed run writes into its own directory "
+                           f"{run_dir!r}")
+        if name in ("steps", *machine_flags):
             merged[name] = value
-        elif name != "resume" and value != merged[name]:
-            raise RunError(f"{flag} {value} differs from {merged[name]!r} in "
-                           f"{os.path.join(run_dir, 'args.json')}; on resume only --steps and "
-                           f"machine flags can change "
+        elif name not in ("resume", "output_dir") and value != merged[name]:
+            raise RunError(f"{_flag(name)} {value} differs from {merged[name]!r} in {path}; on "
+                           f"resume only --steps and machine flags can change "
                            f"({', '.join(_flag(n) for n in machine_flags)})")
     return merged
 
 
-# ------------------------------------------------------------------ checkpoints
-
-# A checkpoint's required entries; it has "metrics" too since this version.
-CHECKPOINT_KEYS = ("step", "model", "optimizer", "torch_rng", "python_rng")
+CHECKPOINT_KEYS = ("step", "model", "optimizer", "torch_rng", "python_rng")   # + "metrics" now
 
 
 def model_state(policy) -> dict:
-    """What a checkpoint keeps of the model: its state dict, or only the trainable tensors
-    when part of it is frozen (LoRA adapters: megabytes, not the base model's weights)."""
+    """A checkpoint's model: the state dict, or only its trainable tensors (LoRA adapters)."""
     state = policy.state_dict()
     trainable = {name for name, p in policy.named_parameters() if p.requires_grad}
-    if len(trainable) == len(list(policy.parameters())):
-        return state
-    return {name: tensor for name, tensor in state.items() if name in trainable}
+    frozen = len(trainable) < len(list(policy.parameters()))
+    return {name: t for name, t in state.items() if name in trainable} if frozen else state
 
 
 def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
-    """Model (or adapter) and optimizer state dicts, RNG states, the step and the metrics lines
-    since the previous checkpoint (JSON text, synced before this; should a power cut leave the
-    file behind, they restore it), as plain data and tensors only, written atomically."""
+    """Model (or adapter) and optimizer states, RNG states, the step and the metrics lines since
+    the last checkpoint (they restore a file a power cut left behind), as plain data, atomically."""
     state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
              "torch_rng": torch.get_rng_state(),
              "python_rng": random.getstate(),                   # (int, tuple of ints, None)
@@ -305,33 +255,29 @@ def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
 
 def _restore_from_checkpoint(metrics: list[dict], state: dict, metrics_path: str,
                              ckpt_path: str, log) -> list[dict]:
-    """`metrics` with the steps up to the checkpoint's that the file lacks (a torn or lost
-    last line) taken back from the lines the checkpoint kept; one note if any were."""
-    have = {m["step"] for m in metrics}
-    kept = state.get("metrics") or []              # older checkpoints kept none
-    restored = []
-    for line in kept:
+    """`metrics` plus the lines up to the checkpoint's step that the file lost (a torn or lost
+    last line), from the lines the checkpoint kept; one note if any."""
+    have, restored = {m["step"] for m in metrics}, []
+    for line in state.get("metrics") or []:        # older checkpoints kept none
         try:
             record = json.loads(line)
         except (TypeError, ValueError):
             raise RunError(f"{ckpt_path}: its kept metrics line is not JSON") from None
+        if not isinstance(record, dict):
+            continue
         # a final evaluation (after the last update) is numbered one step on
-        last = state["step"] + (1 if isinstance(record, dict) and record.get("final_evaluation")
-                                else 0)
-        if (isinstance(record, dict) and record.get("step") not in have
-                and record.get("step", -1) <= last):
+        last = state["step"] + (1 if record.get("final_evaluation") else 0)
+        if record.get("step") not in have and record.get("step", -1) <= last:
             restored.append(record)
-    if not restored:
-        return metrics
-    steps = [m["step"] for m in restored]
-    log(f"note: {metrics_path} was behind its checkpoint; restored step(s) "
-        f"{steps[:5]}{'...' if len(steps) > 5 else ''} from {os.path.basename(ckpt_path)}")
-    return sorted(metrics + restored, key=lambda m: m["step"])
+    if restored:
+        steps = [m["step"] for m in restored]
+        log(f"note: {metrics_path} was behind its checkpoint; restored step(s) "
+            f"{steps[:5]}{'...' if len(steps) > 5 else ''} from {os.path.basename(ckpt_path)}")
+    return sorted(metrics + restored, key=lambda m: m["step"]) if restored else metrics
 
 
 def read_checkpoint(path, device) -> dict:
-    """Load a checkpoint with weights_only=True (no code from the file ever runs) and
-    check that it is one of ours; RunError naming the file otherwise."""
+    """Load a checkpoint with weights_only=True (no code from it ever runs), check it is ours."""
     try:
         state = torch.load(path, map_location=device, weights_only=True)
     except FileNotFoundError:
@@ -358,18 +304,15 @@ def _first_line(err) -> str:
 
 
 def _check_fits(path, state, policy, optimizer):
-    """The checkpoint's tensors have the names and shapes of this policy (whatever its
-    state_dict holds: full weights or LoRA adapters) and of its optimizer's state."""
-    expected = model_state(policy)
-    saved = state["model"]
+    """The checkpoint's tensors have this policy's names and shapes, and its optimizer's."""
+    expected, saved = model_state(policy), state["model"]
     if not isinstance(saved, dict):
         raise RunError(f"{path}: its 'model' entry is not a state dict")
     missing, unexpected = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
     if missing or unexpected:
-        name = missing[0] if missing else unexpected[0]
         raise RunError(f"{path}: does not fit this model: {len(missing)} tensors missing, "
-                       f"{len(unexpected)} unexpected (first: {name}); was it written for "
-                       f"another model or adapter?")
+                       f"{len(unexpected)} unexpected (first: {(missing or unexpected)[0]}); was "
+                       f"it written for another model or adapter?")
     for name, tensor in expected.items():
         if not isinstance(saved[name], torch.Tensor) or saved[name].shape != tensor.shape:
             shape = (tuple(saved[name].shape) if isinstance(saved[name], torch.Tensor)
@@ -392,9 +335,9 @@ def _check_fits(path, state, policy, optimizer):
 
 
 def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=_note) -> int:
-    """Check the checkpoint read by `read_checkpoint` against this policy, optimizer, metrics
-    and --steps, then load it and drop the metrics lines written after it. Nothing is changed
-    before every check has passed. Returns the first step still to run."""
+    """Check `read_checkpoint`'s state against this policy, optimizer, metrics and --steps, then
+    load it and drop the metrics lines after it (nothing changes before every check has passed).
+    -> the first step still to run."""
     _check_fits(path, state, policy, optimizer)
     metrics = read_metrics(metrics_path, log)      # a bad middle line stops here, file untouched
     metrics = _restore_from_checkpoint(metrics, state, metrics_path, path, log)
@@ -424,12 +367,9 @@ def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=
     return start
 
 
-# ------------------------------------------------------------------ the run train() drives
-
 class RunLogger:
-    """What a run reports besides metrics.jsonl and its log lines. train(loggers=...) takes
-    any number; each method is called at its moment (the lab's TensorBoard, completions
-    and Hugging Face export are loggers: grpo_ba_lab/plumbing/training_run.py)."""
+    """What a run reports besides metrics.jsonl and its log, each method at its moment: train()
+    takes any number (the lab's TensorBoard, completions, export: plumbing/training_run.py)."""
     def begin(self, run, start: int, task): pass                # the run directory is written
     def rollout(self, step: int, prompts, batch, rewards): pass  # what the policy wrote
     def log(self, metrics: dict): pass                          # each metrics line, as written
@@ -438,9 +378,9 @@ class RunLogger:
 
 
 class Run:
-    """The bookkeeping around grpo_ba.train()'s loop, so that train() reads as the loop.
-    Created, it sets the device and threads, and an unwritable directory or an unreadable
-    checkpoint to resume from fails before anything is trained."""
+    """The bookkeeping around grpo_ba.train()'s loop, so that train() reads as the loop. Created,
+    it sets the device and threads; a bad directory or checkpoint fails before any training. A
+    `log` that is a RunLogger too (grpo_ba_plots.Progress) is also one of the loggers."""
 
     def __init__(self, args, log=print, loggers=()):
         self.device = pick_device(args.device)    # a missing device: before any directory
@@ -449,19 +389,18 @@ class Run:
         if self.device.type == "cpu":
             torch.set_num_threads(pick_threads(args.threads, real_model=bool(args.model)))
             torch.set_flush_denormal(True)         # Adam's tiny second moments: 10x slower sqrt
-        self.args, self.log, self.loggers, self.out = args, log, list(loggers), args.output_dir
-        self.checkpoint_path = os.path.join(self.out, "checkpoint.pt")
-        self.metrics_path = os.path.join(self.out, "metrics.jsonl")
+        self.args, self.log, self.out = args, log, args.output_dir
+        self.loggers = list(loggers) + ([log] if isinstance(log, RunLogger) else [])
+        self.checkpoint_path, self.metrics_path = (os.path.join(self.out, name)
+                                                   for name in ("checkpoint.pt", "metrics.jsonl"))
         self.saved = read_checkpoint(self.checkpoint_path, self.device) if args.resume else None
         self.started, self.final, self.interrupted = time.time(), None, False
         self.since_checkpoint = []                 # metrics lines the next checkpoint keeps
 
     def begin(self, policy, optimizer, task):
         """Write the run directory (args.json, an empty metrics.jsonl, run.json), or restore a
-        resumed run's checkpoint. -> args with a dtype this device computes in (args.json keeps
-        the dtype requested)."""
-        args, out = self.args, prepare_output_dir(self.out)
-        self.start = 0
+        resumed run's checkpoint. -> args with a dtype this device computes in."""
+        args, out, self.start = self.args, prepare_output_dir(self.out), 0
         if args.resume:
             self.start = restore_checkpoint(self.saved, self.checkpoint_path, policy, optimizer,
                                             self.metrics_path, args.steps, self.log)
@@ -476,15 +415,13 @@ class Run:
         record_start(out, self.start, task.warmup)
         for logger in self.loggers:
             logger.begin(self, self.start, task)
-        self.requested_dtype = args.dtype
-        self.args = dataclasses.replace(args, dtype=autocast_dtype(self.device.type, args.dtype,
-                                                                   self.log))
+        self.requested_dtype, device = args.dtype, self.device.type
+        self.args = dataclasses.replace(args, dtype=autocast_dtype(device, args.dtype, self.log))
         return self.args
 
     def steps(self):
-        """(step, its seed, whether it evaluates first) for the steps still to run. Each step
-        reseeds torch from (seed, step): a resumed run samples what the original would. A step's
-        evaluation (0, every --eval-every, a design's dense steps) comes before its update."""
+        """(step, its seed, whether it evaluates first) of the steps still to run, torch reseeded
+        from (seed, step); an evaluation (0, every --eval-every, dense steps) precedes an update."""
         dense_until, dense_every = designs.dense_eval(self.args.design)
         for step in range(self.start, self.args.steps):
             self.step, self.step_start = step, time.time()
@@ -496,21 +433,19 @@ class Run:
             logger.rollout(self.step, prompts, batch, rewards)
 
     def record(self, step, metrics, final, policy, optimizer) -> dict:
-        """Append the step's metrics line (synced before any checkpoint) and, after the last
-        step, the `final` evaluation's; log; checkpoint every --eval-every steps, at the
-        last step (it keeps the final line too) and on Ctrl-C (then stop)."""
+        """Append the step's metrics line (synced before any checkpoint), after the last step the
+        `final` evaluation's; log; checkpoint every --eval-every steps, at the last, on Ctrl-C."""
         args, m = self.args, {"step": step, **metrics, "step_time": time.time() - self.step_start}
         for line in (m, final) if final is not None else (m,):
             self.since_checkpoint.append(append_metrics(self.metrics_path, line))
             for logger in self.loggers:
                 logger.log(line)
-        self.final = final or self.final
-        if "accuracy" in m or step == args.steps - 1:
+        self.final, last = final or self.final, step == args.steps - 1
+        if "accuracy" in m or last:
             acc = f" acc {m['accuracy']:.3f}" if "accuracy" in m else ""
             self.log(f"[{args.aggregator}] step {step:4d} reward {m['reward_mean']:.2f}{acc} "
                      f"len right {_fmt(m['len_right'])} wrong {_fmt(m['len_wrong'])} "
                      f"pos_share {_fmt(m['pos_share'], 2)} ({m['step_time']:.2f} s/step)")
-        last = step == args.steps - 1
         if self.interrupted or (step + 1) % args.eval_every == 0 or last:
             save_checkpoint(self.checkpoint_path, policy, optimizer, step, self.since_checkpoint)
             self.since_checkpoint = []
@@ -522,8 +457,7 @@ class Run:
 
     @contextlib.contextmanager
     def ctrl_c_saves(self):
-        """First Ctrl-C: finish the step, save, stop (see `record`); second: stop now.
-        Signals can be caught in the main thread only; elsewhere Ctrl-C is left as it is."""
+        """First Ctrl-C: finish the step, save, stop (`record`); second: stop now (main thread)."""
         def on_sigint(*_):
             if self.interrupted:
                 raise KeyboardInterrupt
@@ -545,17 +479,15 @@ class Run:
                 logger.finish(self, policy, tokenizer)
         accuracy = (f"accuracy {self.final['accuracy']:.3f} after step {self.args.steps}, "
                     if self.final else "")
-        minutes = (time.time() - self.started) / 60
         outputs = [name + ("/" if os.path.isdir(os.path.join(self.out, name)) else "")
                    for name in sorted(os.listdir(self.out)) if not name.startswith(".")]
-        self.log(f"[{self.args.aggregator}] done: {accuracy}{minutes:.1f} min; in {self.out}: "
-                 f"{', '.join(outputs)} (docs/outputs.md)")
+        self.log(f"[{self.args.aggregator}] done: {accuracy}{(time.time() - self.started) / 60:.1f}"
+                 f" min; in {self.out}: {', '.join(outputs)} (docs/outputs.md)")
         return self.out
 
 
 def seed_step(seed: int, step: int) -> int:
-    """Reseed torch from (seed, step) and return that seed: a resumed run samples what the
-    original would."""
+    """Reseed torch from (seed, step), -> that seed: a resumed run samples as the original did."""
     step_seed = (seed * 1_000_003 + step) % (2**63)
     torch.manual_seed(step_seed)
     return step_seed

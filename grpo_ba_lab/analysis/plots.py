@@ -26,7 +26,7 @@ from grpo_ba_lab.plumbing import run_dirs
 from grpo_ba import (AGGREGATORS, clipped_token_loss, group_advantages, mask_from_lengths,  # noqa: E402
                      token_weights)
 
-from grpo_ba_plots import COLORS  # noqa: E402  (the course's colour-blind-safe palette)
+from grpo_ba_plots import COLORS, STYLES, style  # noqa: E402  (the course's palette and lines)
 G, K = 8, 4                       # analytic group: G responses, K of them right
 
 
@@ -69,8 +69,7 @@ def plot_positive_share(path):
     fig, ax = plt.subplots(figsize=(5.5, 4))
     shares = grpo_ba.bias_curves(G, K, ratios=ratios)["share"]          # every rule at once
     for rule in AGGREGATORS:
-        ax.plot(ratios, shares[rule], label=rule, color=COLORS[rule], lw=2,
-                ls="--" if rule == "balanced" else "-")
+        ax.plot(ratios, shares[rule], **style(rule))
     ax.axhline(0.5, color="gray", lw=0.5)
     ax.axvline(1.0, color="gray", lw=0.5)
     ax.set(xscale="log", xlabel="mean length right / wrong  (Lbar+ / Lbar-)",
@@ -86,8 +85,7 @@ def plot_token_weight(path):
     lengths = list(range(1, 41))
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for rule in AGGREGATORS:
-        ax.plot(lengths, token_weight_curve(lengths, rule), label=rule, color=COLORS[rule], lw=2,
-                ls="--" if rule == "balanced" else "-")
+        ax.plot(lengths, token_weight_curve(lengths, rule), **style(rule))
     ax.set(yscale="log", xlabel="length of the response (tokens)", ylabel="gradient weight of each of its tokens",
            title="Sequence equal-weighting (inside the positive sign)")
     ax.legend()
@@ -98,8 +96,7 @@ def plot_loss_vs_gap(path):
     gaps = list(range(-5, 41))
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for rule in AGGREGATORS:
-        ax.plot(gaps, loss_at_ratio_one_curve(gaps, rule), label=rule, color=COLORS[rule], lw=2,
-                ls="--" if rule == "balanced" else "-")
+        ax.plot(gaps, loss_at_ratio_one_curve(gaps, rule), **style(rule))
     ax.axhline(0, color="gray", lw=0.5)
     ax.set(xlabel="length gap  Lbar- - Lbar+  (tokens; Lbar+ = 6)", ylabel="policy-gradient loss at ratio 1",
            title="The loss drifts with the gap only under token aggregation")
@@ -156,7 +153,7 @@ def plot_training(seed_runs_by_rule, regime, path):
             if key not in ("accuracy",) and len(steps) > 20:          # smooth noisy per-step curves
                 mean, std = _smooth(mean), _smooth(std)
             ax.plot(steps, mean, color=COLORS.get(rule), label=f"{rule} ({len(seed_runs)} seeds)", lw=1.6,
-                    ls="--" if rule == "balanced" else "-")
+                    ls=STYLES.get(rule, "-"))
             ax.fill_between(steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
                             color=COLORS.get(rule), alpha=0.2, lw=0)
         ax.set(title=title, xlabel="step")

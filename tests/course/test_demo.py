@@ -1,14 +1,18 @@
 """`python grpo_ba.py`, the demo: three rules from the same weights and seed, its story in at
-most 30 lines with this run's numbers, and two figures; any --seed works. From the shipped
-warm-up, seed 20 gives the accuracies it has always given (on every kernel/thread variant the
-suite runs under)."""
+most 30 lines with this run's numbers and the paper's names of the two biases, two figures, and
+on a terminal (only there) one line per rule that shows its steps as they run; any --seed
+works. From the shipped warm-up, seed 20 gives the accuracies it has always given (on every
+kernel/thread variant the suite runs under)."""
 import glob
+import io
 import json
 import os
 
 import pytest
 
 import grpo_ba
+import grpo_ba_plots
+import grpo_ba_run
 import grpo_ba_setup
 from toy_tasks import model as toy_model
 
@@ -25,21 +29,66 @@ def demo_outputs(out, capsys):
                                                                     recursive=True))
 
 
-def test_any_seed_runs_the_demo_and_draws_its_two_figures_in_at_most_30_lines(tmp_path, monkeypatch, capsys):
-    tokenizer = toy_model.char_tokenizer()                  # a random policy stands in for the warm-up
+TINY = ["--seed", "7", "--steps", "2", "--group-size", "4", "--prompts-per-step", "2", "--eval-prompts", "8",
+        "--max-new-tokens", "12"]
+
+
+@pytest.fixture
+def random_policy(tmp_path, monkeypatch):
+    """A random policy stands in for the warm-up, so that the demo's plumbing runs in seconds."""
+    tokenizer = toy_model.char_tokenizer()
     monkeypatch.setattr(toy_model, "warmup_toy_model",
                         lambda world, steps, seed, log: (toy_model.tiny_qwen3(tokenizer, seed=seed), tokenizer, 0.0))
     monkeypatch.setattr(grpo_ba_setup, "CACHE_DIR", str(tmp_path / "cache"))
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_any_seed_runs_the_demo_and_draws_its_two_figures_in_at_most_30_lines(tmp_path, random_policy, capsys):
     out = str(tmp_path / "demo")
-    assert grpo_ba.main(["--seed", "7", "--steps", "2", "--group-size", "4", "--prompts-per-step", "2",
-                         "--eval-prompts", "8", "--max-new-tokens", "12", "--output-dir", out]) == 0
+    assert grpo_ba.main([*TINY, "--output-dir", out]) == 0
     lines, err, figures = demo_outputs(out, capsys)
-    assert 0 < len(lines) <= STORY_MAX_LINES, lines
+    # on a terminal each rule adds one progress line: the story leaves room for them
+    assert 0 < len(lines) + 3 <= STORY_MAX_LINES, lines
     assert [os.path.basename(f) for f in figures] == ["bias_curves.png", "mechanism.png"]
     story = "\n".join(lines)
     assert "seed 7" in story and "One seed ranks no rule" in story and "analysis.sweep" in story
     assert "weight share on right answers" in story and "wrong-answer length" in story
+    assert "sign-length coupling" in story and "sequence equal-weighting" in story and "0.5 is the unbiased" in story
+    assert "pg-loss at ratio 1" in story
     assert "it/s]" not in err + story and "Writing model shards" not in err + story    # no third-party bars
+    assert "\r" not in err + story and "step 1/2" not in err + story     # captured output is no terminal
+
+
+def test_on_a_terminal_each_rule_shows_its_steps_on_one_line_rewritten_in_place_and_the_log_gets_none(
+        tmp_path, random_policy):
+    terminal, logged = Terminal(), []
+    grpo_ba.demo(grpo_ba.parse_args([*TINY, "--output-dir", str(tmp_path / "demo")]), log=logged.append,
+                 terminal=terminal)
+    rules = terminal.getvalue().split("\n")
+    assert len(rules) == 4 and rules[-1] == ""                    # one finished line per rule
+    for line in rules[:3]:
+        updates = [u.strip() for u in line.split("\r") if u.strip()]
+        assert [u.split(",")[0] for u in updates] == ["step 1/2", "step 2/2", "step 2/2"], updates
+        assert all(" s" in u.split(",")[1] for u in updates)               # the time since the run began
+        assert "accuracy" in updates[0] and "accuracy" in updates[-1]      # step 0's evaluation, the final one
+    assert not any("step 1/2" in line or "\r" in line for line in logged)
+    assert logged[0].startswith("[1/3] token") and any("sign-length coupling" in line for line in logged)
+
+
+def test_the_progress_line_writes_nothing_to_a_stream_that_is_not_a_terminal():
+    log_file, terminal = io.StringIO(), Terminal()
+    for stream in (log_file, terminal):
+        progress = grpo_ba_plots.Progress(3, stream)
+        for step in range(3):
+            progress.log({"step": step, "accuracy": 0.5} if step == 0 else {"step": step})
+        progress.close()
+    assert log_file.getvalue() == ""
+    assert terminal.getvalue().count("\r") == 3 and terminal.getvalue().endswith("accuracy 0.500\n")
+    assert isinstance(progress, grpo_ba_run.RunLogger) and progress("a log line") is None
 
 
 @pytest.mark.slow
@@ -47,13 +96,20 @@ def test_the_demo_from_the_shipped_warmup_gives_seed_20s_accuracies(tmp_path, ca
     out = str(tmp_path / "demo")
     assert grpo_ba.main(["--output-dir", out]) == 0
     lines, _, figures = demo_outputs(out, capsys)
-    assert len(lines) <= STORY_MAX_LINES and len(figures) == 2
+    assert len(lines) + 3 <= STORY_MAX_LINES and len(figures) == 2
     final = {}
     for rule in SEED_20_ACCURACY:
         with open(os.path.join(out, rule, "metrics.jsonl")) as f:
             final[rule] = [json.loads(line) for line in f][-1]["accuracy"]
     assert final == pytest.approx(SEED_20_ACCURACY, abs=1e-12)
     assert any(f"{SEED_20_ACCURACY['sequence']:.3f}" in line for line in lines)     # the story prints them
+    drift = next(line for line in lines if line.startswith("pg-loss at ratio 1")).split()[-3:]
+    assert float(drift[0]) > 0.05 and drift[1:] == ["0.000", "0.000"]              # token's drift, the others' 0
+    runs = {rule: grpo_ba_run.read_metrics(os.path.join(out, rule, "metrics.jsonl")) for rule in SEED_20_ACCURACY}
+    figure = grpo_ba_plots.draw_mechanism(runs, "seed 20")
+    for ax in figure.axes:                      # no panel where every rule's line is flat
+        ys = [line.get_ydata() for line in ax.get_lines() if line.get_label() in SEED_20_ACCURACY]
+        assert len(ys) == 3 and any(max(y) - min(y) > 1e-6 for y in ys), ax.get_title()
 
 
 def test_the_course_trains_a_real_model_on_a_prompt_answer_file_and_refuses_an_unreadable_gold(
