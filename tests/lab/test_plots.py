@@ -94,3 +94,32 @@ def test_gpu_check_script_runs_its_code_path_on_cpu(extra):
     assert result.returncode == 0, result.stderr
     assert "generated tokens/s" in result.stdout and "skipped 0" in result.stdout
     assert ("trainable LoRA parameters" in result.stdout) == bool(extra)
+
+
+def course_run(run_dir, rule, seed=20):
+    """A finished run as `python grpo_ba.py --aggregator RULE` writes it (design demo)."""
+    import dataclasses
+    from grpo_ba_args import parse_args
+    os.makedirs(run_dir)
+    args = dataclasses.asdict(parse_args(["--aggregator", rule, "--seed", str(seed), "--output-dir", str(run_dir)]))
+    with open(os.path.join(run_dir, "args.json"), "w") as f:
+        json.dump(args, f)
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        for step in range(3):
+            f.write(json.dumps({"step": step, "accuracy": 0.5 + 0.1 * step, "reward_mean": 0.5, "pg_loss": 0.1,
+                                "len_pos": 6, "len_neg": 12, "len_right": 6, "len_wrong": 12, "pos_share": 0.4,
+                                "entropy": 0.3}) + "\n")
+        f.write(json.dumps({"step": 3, "final_evaluation": True, "accuracy": 0.8}) + "\n")
+
+
+@pytest.mark.parametrize("layout", ["one run", "the demo's three"])
+def test_the_report_draws_a_single_course_run_or_the_demo_instead_of_refusing_it(layout, tmp_path, capsys):
+    from grpo_ba_lab.analysis import report
+    rules = ["token"] if layout == "one run" else ["token", "sequence", "balanced"]
+    runs_dir = tmp_path / "demo-token-s20" if layout == "one run" else tmp_path / "demo-s20"
+    for rule in rules:
+        course_run(runs_dir if layout == "one run" else runs_dir / rule, rule)
+    assert report.main([str(runs_dir)]) == 0                  # design demo registers 6 seeds x 3 rules
+    assert (runs_dir / "mechanism.png").exists() and (runs_dir / "table.md").exists()
+    assert not (runs_dir / "consequences.md").exists()        # no paired report from one seed
+    assert "no paired report of design demo" in capsys.readouterr().out
