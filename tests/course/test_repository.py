@@ -277,3 +277,19 @@ def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_wer
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "False"]
+
+
+# ------------------------------------------------------------------ one name per bias
+
+BIAS_NAMED = ("grpo_ba.py", "grpo_ba_plots.py", "grpo_ba_args.py", "grpo_ba_run.py", "docs/method.md",
+              "docs/code-tour.md", "docs/metrics.md", "docs/outputs.md")
+
+
+def test_the_course_calls_the_two_biases_by_the_papers_names_only():
+    texts = {name: _source(name).lower() for name in BIAS_NAMED}
+    assert not [name for name, text in texts.items() if "devaluation" in text]
+    for name in ("grpo_ba.py", "grpo_ba_plots.py", "docs/method.md", "docs/code-tour.md"):
+        assert "sign-length coupling" in " ".join(texts[name].split()), name
+        assert "sequence equal-weighting" in " ".join(texts[name].split()), name
+    described = sum(" ".join(text.split()).count("a long answer's tokens count less") for text in texts.values())
+    assert described == 1                     # what sequence equal-weighting does, said once, by its name
