@@ -44,7 +44,8 @@ def build(args, log=print):
         tokenizer, policy = load_tokenizer(args.model), load_model(args.model)
         context = getattr(policy.config.get_text_config(), "max_position_embeddings", None)
         room = context and max(1, context - args.max_new_tokens)     # the prompt's share
-        rows = read_dataset(args.dataset, tokenizer, room, f"context {context} - --max-new-tokens")
+        rows = read_dataset(args.dataset, tokenizer, room,
+                            f"context {context} - --max-new-tokens {args.max_new_tokens}")
         train, heldout = split_heldout(rows, args.eval_prompts)
         log(f"dataset {args.dataset}: {len(train)} training rows, {len(heldout)} held out")
         task = Task(train, heldout, lambda p: format_prompt(tokenizer, p), lambda p, rng: "")
@@ -162,7 +163,8 @@ def read_dataset(source: str, tokenizer=None, max_tokens: int = 0, why: str = ""
             raise SetupError(f"{source} {where}: {PROBLEMS[problem[0]]} ({problem[1]})")
         rows.append({"prompt": prompt, "answer": as_gold(answer)})
     if len(rows) < 2:
-        raise SetupError(f"{source}: {len(rows) or 'empty, no'} row(s); a run needs two or more")
+        found = ["empty, no rows", "one row"][len(rows)]
+        raise SetupError(f"{source}: {found}; a run needs two or more")
     return rows
 
 
