@@ -74,21 +74,21 @@ def test_notebook_never_redefines_a_course_function():
     assert defined & course == set()
 
 
-def test_every_rule_is_drawn_in_the_demos_colour_and_line_style():
-    def names(node):              # COLORS[rule] -> ("COLORS", "rule")
-        return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                and isinstance(node.slice, ast.Name) and (node.value.id, node.slice.id))
-    plots = []
-    for cell in code_cells():
-        for node in ast.walk(python_of(cell)):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "plot":
-                plots.append({k.arg: names(k.value) for k in node.keywords})
+def test_every_rule_is_drawn_in_the_demos_style():
+    """Each line is drawn with grpo_ba_plots.style(rule): the demo's colour, dashes, width and
+    markers, so two rules that coincide both show, as in the demo's figures."""
+    def is_style_of_rule(keyword):
+        call = keyword.value
+        return (keyword.arg is None and isinstance(call, ast.Call) and getattr(call.func, "id", "") == "style"
+                and [getattr(a, "id", "") for a in call.args] == ["rule"])
+    plots = [node for cell in code_cells() for node in ast.walk(python_of(cell))
+             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "plot"]
     assert len(plots) == 4
-    for keywords in plots:
-        assert keywords.get("color") == ("COLORS", "rule")
-        assert keywords.get("ls") == ("STYLES", "rule")
+    for call in plots:
+        assert any(is_style_of_rule(k) for k in call.keywords)
+        assert {k.arg for k in call.keywords} == {None}          # nothing of the style overridden
     sources = "\n".join(c.source for c in code_cells())
-    assert "from grpo_ba_plots import COLORS, STYLES" in sources
+    assert "from grpo_ba_plots import style" in sources
 
 
 def test_notebook_has_no_doubled_words():
