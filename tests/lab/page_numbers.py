@@ -239,7 +239,7 @@ def computed_namespace() -> dict:
     import grpo_ba
     from grpo_ba_lab.analysis import paired_stats
     return {"math": math, "torch": torch, "grpo_ba": grpo_ba, "paired_stats": paired_stats,
-            "group": worked_group, "falls": probe_falls, "peaks_at_step_0": probe_peaks_at_step_0,
+            "group": worked_group, "sign_lengths": sign_lengths, "pooling": pooling, "falls": probe_falls, "peaks_at_step_0": probe_peaks_at_step_0,
             "HIGH_LR": HIGH_LR, "holding": band_rows_holding, "ACCURACY": ACCURACY}
 
 
@@ -274,6 +274,40 @@ def probe_peaks_at_step_0(rule=None, settings=None) -> str:
     return f"{sum(r['peak'] == r['step-0 acc'] for r in runs)}/{len(runs)}"
 
 
+def sign_lengths(rewards, lengths) -> tuple[float, float]:
+    """(Lbar+, Lbar-): the mean length of the responses grpo_ba's advantages make positive and
+    negative."""
+    import torch
+
+    import grpo_ba
+    advantages = grpo_ba.group_advantages(torch.tensor(rewards, dtype=torch.float64), len(rewards))
+    positive = [n for n, a in zip(lengths, advantages) if a > 0]
+    negative = [n for n, a in zip(lengths, advantages) if a < 0]
+    return sum(positive) / len(positive), sum(negative) / len(negative)
+
+
+def pooling(rewards, lengths, group_size: int) -> dict:
+    """docs/method.md §5's batch through grpo_ba's own functions: the token mean per group and
+    pooled (J, each group's J, a token's |c_it| in each group, the last group's share of the
+    token weight)."""
+    import torch
+
+    import grpo_ba
+    mask = grpo_ba.mask_from_lengths(torch.tensor(lengths))
+    advantages = grpo_ba.group_advantages(torch.tensor(rewards, dtype=torch.float32), group_size)
+    loss = grpo_ba.clipped_token_loss(torch.zeros(mask.shape), torch.zeros(mask.shape), advantages, mask)
+    out = {}
+    for name, size in (("per group", group_size), ("pooled", len(rewards))):
+        weights = grpo_ba.token_weights(mask, advantages, size, "token").abs()        # (B, T)
+        firsts = [weights[g * group_size, 0].item() for g in range(len(rewards) // group_size)]
+        out[name] = {"J": grpo_ba.aggregate_token(loss, mask, advantages, size).item(), "c": firsts,
+                     "share": (weights[-group_size:].sum() / weights.sum()).item()}
+    out["groups"] = [grpo_ba.aggregate_token(loss[g:g + group_size], mask[g:g + group_size],
+                                             advantages[g:g + group_size], group_size).item()
+                     for g in range(0, len(rewards), group_size)]
+    return out
+
+
 def worked_group(rewards, lengths, aggregator: str):
     """(J at ratio 1, W+, W-) of one group through grpo_ba's own functions (on-policy, so the
     token loss is -A_i at every token): docs/method.md §3's worked example and the explorable's."""
@@ -301,7 +335,13 @@ def same(stated: str, expected: str) -> bool:
         return bool(expected_word and expected_word.group("word")) and \
             _normal_word(stated) == _normal_word(expected)
     if TOKEN.fullmatch(stated).group("count"):
-        return _normal_count(stated) == _normal_count(expected)
+        numerator, denominator = (int(n) for n in _normal_count(stated).split("/"))
+        if TOKEN.fullmatch(expected) and TOKEN.fullmatch(expected).group("count"):
+            return _normal_count(stated) == _normal_count(expected)
+        try:                                             # a fraction for a computed value
+            return abs(numerator / denominator - float(expected)) < 1e-4
+        except (ValueError, ZeroDivisionError):
+            return False
     try:
         value = float(expected)
     except ValueError:

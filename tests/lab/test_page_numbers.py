@@ -31,7 +31,7 @@ def anchored_pages() -> dict:
 # passage is found by its words; its numbers and verdict words may be anything, and are then
 # compared with the report or with grpo_ba's own computation.
 EXAMPLE = "group([1, 0, 1, 0], [2, 4, 1, 3], '{}')"        # docs/method.md §3's worked example
-EXPLORE = "group([1, 0, 1, 0, 1, 0], [120, 400, 120, 120, 120, 120], 'token')"   # teaching.md, step 2
+POOLING = "pooling([1, 0, 1, 0, 1, 1, 0, 0], [2, 4, 1, 3, 6, 6, 10, 10], 4)"   # docs/method.md §5's batch
 FRAGMENTS = [
     Fragment("docs/method.md",
              "token:    -(1*2 - 1*4 + 1*1 - 1*3) / (2 + 4 + 1 + 3)                = -(-4)/10 = 0.4",
@@ -42,6 +42,25 @@ FRAGMENTS = [
              f"- 3 of the 10 tokens; = {EXAMPLE.format('token')}[1]; - 7 of the 10 tokens; "
              f"= {EXAMPLE.format('token')}[2]; - Lbar+ / Lbar- = 1.5 / 3.5; "
              f"= {EXAMPLE.format('sequence')}[1]"),
+    Fragment("docs/method.md", "so k = 2, mean 1/2,\nstd 1/2 and A = [1, -1, 1, -1]; lengths L = [2, 4, 1, 3] (the "
+             "wrong answers are\nlonger: Lbar+ = 1.5, Lbar- = 3.5)",
+             "- the group's mean reward, as a fraction; - its std; = sign_lengths([1, 0, 1, 0], [2, 4, 1, 3])"),
+    Fragment("docs/method.md", "sequence: -(1/4) * (1 - 1 + 1 - 1)", "- 1/G, a coefficient of the formula"),
+    Fragment("docs/method.md", "balanced: (2/4) * (-(2 + 1) / 3)  +  (2/4) * ((4 + 3) / 7)           = -1/2 + 1/2",
+             "- k/G, a coefficient; - (G-k)/G, a coefficient; = group([1, 0, 1, 0], [2, 4, 1, 3], 'balanced')[1]; "
+             "= -group([1, 0, 1, 0], [2, 4, 1, 3], 'balanced')[2]"),
+    Fragment("docs/method.md", "# per group: 0.325", f"= {POOLING}['per group']['J']"),
+    Fragment("docs/method.md", "# pooled over the batch: 0.286", f"= {POOLING}['pooled']['J']"),
+    Fragment("docs/method.md",
+             "| per group (this project, DAPO's formula) | (0.400 + 0.250) / 2 = 0.325 | 1/20 = 0.050 / 1/64 = 0.016 | 0.50 |\n"
+             "| pooled (verl `token-mean`, TRL `dapo`) | (4 + 8) / 42 = 0.286 | 1/42 = 0.024 / 1/42 = 0.024 | 0.76 |",
+             f"= {POOLING}['groups']; = {POOLING}['per group']['J']; - 1/(P x group 1's 10 tokens); "
+             f"= {POOLING}['per group']['c'][0]; - 1/(P x group 2's 32 tokens); = {POOLING}['per group']['c'][1]; "
+             f"= {POOLING}['per group']['share']; = {POOLING}['pooled']['J']; - 1/(the batch's 42 tokens); "
+             f"= {POOLING}['pooled']['c'][0]; - the same; = {POOLING}['pooled']['c'][1]; = {POOLING}['pooled']['share']"),
+    Fragment("docs/method.md", "(32 of 42 here)", f"- group 2's tokens of the batch's"),
+    Fragment("docs/method.md", "+0.095, beside sequence's and balanced's 0.000",
+             "- the demo's printed mean pg-loss (a run, in no report); - the same run's"),
     Fragment("docs/method.md", "and take 70% of its weight.",
              f"= -{EXAMPLE.format('token')}[2]"),
     Fragment("docs/method.md",
@@ -51,18 +70,14 @@ FRAGMENTS = [
              "band | balanced - token / last held-out acc | against 0"),
     Fragment("docs/teaching.md",
              "there balanced ends\n  +0.039 ahead of sequence (holds), its lead over token is not detected (0.031 or more would\n"
-             "  have been seen)",
+             "  have been seen), and version 1's larger gains are contradicted",
              "band | balanced - sequence / last held-out acc | pooled#1, against 0; "
-             "band | balanced - token / last held-out acc | against 0"),
-    Fragment("docs/teaching.md",
-             "Token's share on the\n   right answers falls to 36% and its loss at ratio 1 rises to +0.28",
-             f"= {EXPLORE}[1] / ({EXPLORE}[1] - {EXPLORE}[2]); = {EXPLORE}[0]"),
-    Fragment("docs/teaching.md", "so 7.2 times less at\n360 tokens than at 50.", "= 360 / 50"),
-    Fragment("docs/teaching.md", "Lbar+ / (Lbar+ + Lbar-) = 1 / (1 + 3) = 25%",
-             "= (lambda w: w[1] / (w[1] - w[2]))(group([1, 0], [1, 3], 'token'))"),
-    Fragment("docs/teaching.md", 'the preset "Long wrong answers" shows 18.3%\nfor a ratio of 0.22',
-             "- the explorable's preset (tests/course/test_explore_page.py checks the page against grpo_ba); "
-             "- the same preset"),
+             "band | balanced - token / last held-out acc | against 0; "
+             "band | balanced - sequence / last held-out acc | earlier#1"),
+    Fragment("docs/teaching.md", "0.5 is the unbiased share", "= group([1, 0, 1, 0], [1, 3, 1, 3], 'sequence')[1]"),
+    Fragment("docs/teaching.md", "Lbar+ / (Lbar+ + Lbar-) = 1 / (1 + 3) = 25%, where 0.5 would be unbiased",
+             "= (lambda w: w[1] / (w[1] - w[2]))(group([1, 0], [1, 3], 'token')); "
+             "= group([1, 0], [1, 3], 'sequence')[1]"),
 ]
 
 
