@@ -5,6 +5,8 @@ tests/lab/test_page_numbers.py."""
 import os
 import re
 
+import pytest
+
 import page_numbers as pn
 
 PRIMARIES = ("balanced - token", "balanced - sequence")
@@ -63,3 +65,29 @@ def test_the_readme_states_no_accuracy_number_of_a_design_whose_report_is_not_co
         for line in text[start:end].splitlines():
             if name in line:
                 assert not re.search(r"[+-]0\.\d{3}", line), line
+
+
+def documented_report_command(page_text: str, design: str) -> list[str]:
+    """The arguments of the report command a page documents for a design (continuation lines
+    joined), after `python -m grpo_ba_lab.analysis.toy_consequences`."""
+    import shlex
+    joined = page_text.replace("\\\n", " ")
+    line = next(line for line in joined.splitlines()
+                if "grpo_ba_lab.analysis.toy_consequences" in line and f"--out assets/{design}-v3" in line)
+    return shlex.split(line.split("grpo_ba_lab.analysis.toy_consequences", 1)[1])
+
+
+@pytest.mark.slow
+def test_the_documented_report_command_redraws_the_committed_mechanism_figure(tmp_path):
+    import tarfile
+
+    from grpo_ba_lab.analysis import toy_consequences
+    argv = documented_report_command(_read("docs/toy-designs.md"), "demo-band")
+    assert argv[:3] == ["RUNS", "--out", "assets/demo-band-v3"] and "--title" in argv
+    with tarfile.open(os.path.join(pn.REPO, "assets", "demo-band-v3", "runs.tar.gz")) as archive:
+        archive.extractall(tmp_path, filter="data")
+    out = tmp_path / "report"
+    toy_consequences.report(str(tmp_path / "demo-band"), str(out), title=argv[argv.index("--title") + 1],
+                            log=lambda *a: None)
+    with open(os.path.join(pn.REPO, "assets", "demo-band-v3", "mechanism.png"), "rb") as committed:
+        assert (out / "mechanism.png").read_bytes() == committed.read()     # the title is part of the drawing
