@@ -654,6 +654,11 @@ def test_the_page_names_both_biases_as_the_paper_does(browser):
     text = browser.execute_script(VISIBLE_TEXT)
     assert "Sign-length coupling" in text and "Sequence equal-weighting" in text
     assert "devaluation" not in PAGE.read_text().lower()
+    for kind in ("binary", "graded"):                               # the side words fit their sentences
+        operate(browser, [(f"reward-kind-{kind}", "click", None)])
+        text = browser.execute_script(VISIBLE_TEXT)
+        doubled = re.search(r"\b([a-z]+)\s+\1\b", text, re.IGNORECASE)
+        assert doubled is None, text[max(0, doubled.start() - 60):doubled.end() + 20]
 
 
 def test_jargon_is_defined_and_code_names_and_sections_are_folded_away(browser):
