@@ -183,7 +183,8 @@ def read_records(source: str, split: str = "train") -> list:
     datasets.disable_progress_bars()
     kind = {".json": "json", ".parquet": "parquet"}.get(extension)
     try:
-        data = datasets.load_dataset(kind or source, data_files=kind and source, split=split)
+        data = datasets.load_dataset(kind or source, data_files=kind and source,
+                                     split="train" if kind else split)   # a file is one split
     except Exception as err:                             # malformed, offline, unknown id ...
         raise SetupError(f"cannot read dataset {source!r}: {str(err).splitlines()[0]}") from None
     return [(f"row {n}", row) for n, row in enumerate(data, 1)]
