@@ -690,6 +690,21 @@ def test_predict_then_drag_exercise_sets_each_step_up_and_reveals_answers_on_dem
     assert "14 times less" in answer and "sequence equal-weighting" in answer
 
 
+def test_opening_an_answer_says_whether_the_guess_picked_before_was_right(browser):
+    from selenium.webdriver.support.ui import WebDriverWait
+    open_page(browser)
+    correct = browser.execute_script("""return [...document.querySelectorAll('#exercise li')].map(li =>
+        [...li.querySelectorAll('.guess input')].filter(e => e.hasAttribute('data-correct')).map(e => e.value))""")
+    assert len(correct) >= 5 and all(len(right) == 1 for right in correct), correct
+    assert correct[1] == ["down"] and correct[3] == ["sequence"]          # token's share falls; sequence differs
+    verdict = lambda n: WebDriverWait(browser, 5).until(
+        lambda b: b.find_element("id", f"verdict-{n}").get_attribute("textContent"))
+    operate(browser, [("guess-2-3", "click", None), ("guess-4-1", "click", None)])     # down (right), token (wrong)
+    for n in (2, 4, 6):
+        browser.execute_script(f"document.getElementById('answer-{n}').click()")
+    assert "right" in verdict(2) and "not what the page shows" in verdict(4) and "No guess" in verdict(6)
+
+
 def test_exercise_answers_say_what_the_page_shows(browser):
     """Step 2's numbers: answer 2 dragged from 120 to 400 tokens in the equal-lengths group."""
     open_page(browser)
