@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_ba import (aggregation_coefficients, group_advantages, mask_from_lengths, positive_share,
-                     sign_weights, token_weights)
+from grpo_ba import (AGGREGATORS, aggregation_coefficients, clipped_token_loss, group_advantages, mask_from_lengths,
+                     positive_share, sign_weights, token_weights)
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "explore.html"
 RULES = ("token", "sequence", "balanced")
@@ -199,8 +199,11 @@ def grpo_ba_numbers(group):
         numbers[("positive-weight", rule, None)] = per_answer[advantages > 0].sum().item()
         numbers[("negative-weight", rule, None)] = per_answer[advantages < 0].sum().item()
         numbers[("positive-share", rule, None)] = positive_share(mask, advantages, size, rule)
-        # J = sum_it c_it l_it and l_it = -A_i at ratio 1 (docs/method.md §1, §3)
-        numbers[("loss-at-ratio-one", rule, None)] = -(coefficients * advantages.double()[:, None]).sum().item()
+        # the rule's own aggregate of the clipped term at ratio 1 (logp = old logp), the logged
+        # pg_loss: sum_it c_it l_it with l_it = -A_i (docs/method.md §1, §3)
+        at_ratio_one = torch.zeros(mask.shape)
+        token_loss = clipped_token_loss(at_ratio_one, at_ratio_one, advantages, mask)
+        numbers[("loss-at-ratio-one", rule, None)] = AGGREGATORS[rule](token_loss, mask, advantages, size).item()
     return numbers
 
 
