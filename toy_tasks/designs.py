@@ -90,6 +90,14 @@ DESIGNS = {
                                    warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
                         seeds={variant: STRONG_SEEDS for variant in BAND_VARIANTS}, version=3,
                         lab=True),
+    # A teaching design, not an experiment (no registration, no claim): the sign-length
+    # coupling flipped. The environment forces a right answer and a re-check mark (`63 66?`),
+    # after which the policy rambles, so right answers are the long ones and token's weight
+    # share on right answers rises above 1/2 (docs/lab-session.md, the predict-then-run step).
+    "long-right": dict(flags=dict(regime="gap", gap_sign="right-long", gap_size=18, force_frac=0.3,
+                                  warmup_steps=600, lr=1e-4, steps=30, eval_every=10,
+                                  eval_prompts=200, **OWN_WARMUP),
+                       seeds={"native-2t": (80,)}, teaching=True),
 }
 for _d in DESIGNS.values():                # one seed runs by default: the design's first
     _d["flags"]["seed"] = next(iter(_d["seeds"].values()))[0]

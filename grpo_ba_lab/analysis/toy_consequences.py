@@ -257,6 +257,10 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
     can never be drawn from a chosen subset.
     `seeds`: expect only these registered seeds (the one-seed demo), not all of them."""
     registered = {seed for seed, _ in designs.registered_seeds(name)}
+    left_out = set()
+    if seeds is None and REGISTRATIONS.get(name, {}).get("time_limited"):
+        kept = time_limited_seeds(runs_dir, name)     # the registered stopping rule
+        left_out, registered = registered - set(kept), set(kept)
     if seeds is not None:
         if not set(seeds) <= registered:
             raise ValueError(f"design {name}: seed(s) {sorted(set(seeds) - registered)} are not registered "
@@ -266,6 +270,8 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
     both = crossed(name)
     found, problems = {}, []
     for run_dir, args in run_dirs.saved_args(runs_dir):
+        if args.get("seed") in left_out and args.get("design") == name:
+            continue                              # after the time limit's last complete seed
         metrics = grpo_ba_run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
         record = grpo_ba_run.read_run_record(run_dir)
         # in a crossed design the variant a run ran on is part of what it stands for
@@ -295,14 +301,40 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
     return by_rule, {unit: found[("token", unit)][2] for unit in expected}
 
 
+def time_limited_seeds(runs_dir: str, name: str) -> list[int]:
+    """A time-limited design's seeds (its registration's stopping rule): the longest prefix of
+    its seeds, in the order its sweep runs them, whose every rule is finished on every variant
+    under runs_dir. A seed after the first incomplete one is left out even if it finished."""
+    finished = set()
+    for run_dir, args in run_dirs.saved_args(runs_dir):
+        if args.get("design") != name:
+            continue
+        metrics = grpo_ba_run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+        if run_dirs.is_finished(run_dir, metrics, args.get("steps")):
+            variant = ran_on(grpo_ba_run.read_run_record(run_dir)) if crossed(name) else ""
+            finished.add((args.get("aggregator"), args.get("seed"), variant))
+    order = list(dict.fromkeys(seed for seed, _ in designs.registered_seeds(name)))
+    kept = []
+    for seed in order:
+        variants = [v for s, v in designs.registered_seeds(name) if s == seed]
+        if not all((rule, seed, v if crossed(name) else "") in finished for rule in RULES for v in variants):
+            break
+        kept.append(seed)
+    return kept
+
+
 def _unit_text(unit) -> str:
     return f"seed {unit[0]} on {unit[1] or 'no known variant'}" if isinstance(unit, tuple) else f"seed {unit}"
 
 
-def by_variant_units(name: str) -> dict:
-    """{variant: [(unit, seed)]}: the units each variant's own interval is over."""
+def by_variant_units(name: str, by_rule: dict | None = None) -> dict:
+    """{variant: [(unit, seed)]}: the units each variant's own interval is over (only those
+    in by_rule, when a time limit kept fewer than the registered seeds)."""
     out = {}
+    present = set(by_rule["token"]) if by_rule else None
     for unit, seed, variant in units(name):
+        if present is not None and unit not in present:
+            continue
         out.setdefault(variant, []).append((unit, seed))
     return out
 
@@ -397,7 +429,7 @@ REGISTRATIONS = {
                         post_hoc=(), earlier={("balanced - token", "last_acc"): 0.008,
                                               ("balanced - token", "acc_area"): 0.016,
                                               ("balanced - sequence", "last_acc"): 0.039},
-                        earlier_name="demo-band's weak-coupling value",
+                        earlier_name="demo-band's weak-coupling value", time_limited=True,
                         manipulation=dict(rule="token", key="pos_share", most=0.40)),
 }
 # Whose earlier values a design's rows may contradict: this project's own, never the paper's.
@@ -429,7 +461,7 @@ def claim_rows(name: str, by_rule: dict) -> list[dict]:
         for key, label, fn in METRICS:
             by_variant = {variant: {seed: fn(by_rule[rule_a][unit]) - fn(by_rule[rule_b][unit])
                                     for unit, seed in pairs}
-                          for variant, pairs in by_variant_units(name).items()}
+                          for variant, pairs in by_variant_units(name, by_rule).items()}
             test = paired_stats.claim_test(by_variant, registration["earlier"].get((pair, key)))
             tests[(pair, key)] = {**test, "pair": pair, "key": key, "metric": label,
                                   "label": row_label(name, pair, key)}
@@ -456,6 +488,20 @@ def claim_rows(name: str, by_rule: dict) -> list[dict]:
 # The accuracy rows: what a registered manipulation check withholds when it fails.
 ACCURACY_KEYS = ("last_acc", "peak_acc", "drop", "tail_acc", "acc_area")
 NO_VERDICT = "no verdict"
+
+
+def manipulation_text(name: str, by_rule: dict) -> str:
+    """The registered manipulation check's outcome, as the report prints it ('' if none)."""
+    check = REGISTRATIONS[name].get("manipulation")
+    if not check:
+        return ""
+    fn = dict((key, f) for key, _, f in METRICS)[check["key"]]
+    value = paired_stats.mean_finite(fn(m) for m in by_rule[check["rule"]].values())
+    outcome = ("passed" if value <= check["most"] else
+               "failed: the design claims no accuracy verdict")
+    return (f"Manipulation check (registered): {check['rule']}'s {check['key']} (weight share on right "
+            f"answers, run mean) averaged {value:.3f} over its runs; at most {check['most']:.2f} "
+            f"required: {outcome}.\n\n")
 
 
 def manipulation_failed(name: str, by_rule: dict) -> str:
@@ -528,11 +574,16 @@ def design_report_text(name: str, by_rule: dict, records: dict) -> str:
     """consequences.md of a design: its seeds, then every (pair, metric) row with its label
     and verdict, then the per-rule table."""
     seeds = sorted({seed for _, seed, _ in units(name)})
+    kept = sorted({unit[0] if isinstance(unit, tuple) else unit for unit in by_rule["token"]})
     how = ("each on every variant" if crossed(name) else "each on one variant")
+    count = (f"{len(seeds)} seeds" if len(kept) == len(seeds) else
+             f"{len(kept)} of its {len(seeds)} registered seeds ({kept[0]}-{kept[-1]}: the first "
+             f"seeds finished on every variant when the registered time limit came)" if kept else
+             f"none of its {len(seeds)} registered seeds")
     return (f"Design {name} (version {version(name)}, registered in {registration_file(name)}): "
-            f"{len(seeds)} seeds, {how}, each run with its own warm-up, over the machine variants "
+            f"{count}, {how}, each run with its own warm-up, over the machine variants "
             f"{', '.join(DESIGNS[name]['seeds'])}.\n\n" + seeds_table(name, by_rule, records) +
-            f"\nEvery row ({CLAIM_RULE}):\n\n" + claims_table(name, by_rule) + "\n"
+            "\n" + manipulation_text(name, by_rule) + f"Every row ({CLAIM_RULE}):\n\n" + claims_table(name, by_rule) + "\n"
             + spread_text(name, by_rule) + step0_text(by_rule) + "Per rule:\n\n"
             + per_rule_table(by_rule))
 

@@ -335,6 +335,9 @@ def test_with_six_seeds_per_variant_a_consistent_primary_holds_after_holm(tmp_pa
 
 def test_every_design_has_a_registration_file_of_its_version_with_at_most_two_primaries():
     for name in tc.DESIGNS:
+        if tc.DESIGNS[name].get("teaching"):      # a classroom world that claims nothing
+            assert name not in tc.REGISTRATIONS
+            continue
         registration = tc.REGISTRATIONS[name]
         assert registration["version"] == tc.version(name), name
         path = tc.registration_file(name)
