@@ -952,7 +952,7 @@ return {scrollWidth: document.documentElement.scrollWidth, width, outside,
 BOX = "const b = document.getElementById(arguments[0]).getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom];"
 
 
-@pytest.mark.parametrize("width, height", [(1280, 800), (1024, 768), (390, 844), (320, 640)])
+@pytest.mark.parametrize("width, height", [(1280, 800), (1024, 768), (768, 1024), (390, 844), (320, 640)])
 def test_nothing_scrolls_sideways_and_every_column_is_on_screen(browser, width, height):
     open_page(browser, width, height)
     for preset, size in (("coupling", 8), ("equal-weighting", 8)):
@@ -1014,7 +1014,7 @@ def test_every_touch_target_is_at_least_24_pixels(browser, width, height):
 HEADLINE = "const h = document.getElementById('headline'); return [h.getBoundingClientRect().height, h.scrollHeight, h.clientHeight];"
 
 
-@pytest.mark.parametrize("width, height", [(1280, 800), (1024, 768), (390, 844), (320, 640)])
+@pytest.mark.parametrize("width, height", [(1280, 800), (1024, 768), (768, 1024), (390, 844), (320, 640)])
 def test_headline_keeps_its_height_and_shows_all_its_words(browser, width, height):
     open_page(browser, width, height)
     heights = set()
