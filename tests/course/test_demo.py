@@ -104,7 +104,7 @@ def test_the_demo_from_the_shipped_warmup_gives_seed_20s_accuracies(tmp_path, ca
     assert final == pytest.approx(SEED_20_ACCURACY, abs=1e-12)
     assert any(f"{SEED_20_ACCURACY['sequence']:.3f}" in line for line in lines)     # the story prints them
     drift = next(line for line in lines if line.startswith("pg-loss at ratio 1")).split()[-3:]
-    assert float(drift[0]) > 0.05 and drift[1:] == ["0.000", "0.000"]              # token's drift, the others' 0
+    assert float(drift[0]) > 0.05 and drift[1:] == ["+0.000", "+0.000"]            # token's drift, the others' 0
     runs = {rule: grpo_ba_run.read_metrics(os.path.join(out, rule, "metrics.jsonl")) for rule in SEED_20_ACCURACY}
     figure = grpo_ba_plots.draw_mechanism(runs, "seed 20")
     for ax in figure.axes:                      # no panel where every rule's line is flat
