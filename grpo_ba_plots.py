@@ -124,6 +124,7 @@ def redraw(run_dir: str) -> list[str]:
             os.path.join(os.path.dirname(path), "metrics.jsonl"))
     if not runs:
         raise grpo_ba_run.RunError(f"no run (args.json, metrics.jsonl) in {run_dir} or below it")
+    runs = dict(sorted(runs.items(), key=lambda item: list(COLORS).index(item[0])))   # token first
     title = f"design {args.get('design')}, seed {args.get('seed')}"
     figures = [mechanism_figure(runs, os.path.join(run_dir, "mechanism.png"), title)]
     if os.path.exists(os.path.join(run_dir, "bias_curves.json")):
