@@ -210,7 +210,7 @@ class Rollout:
 
 def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor, torch.Tensor]:
     """Mask every position up to and including the first EOS (one id or every stop id), whatever
-    was sampled there (a PAD the policy sampled is *in* the loss; choice 4): (B, T) -> (B, T)."""
+    was sampled (a PAD the policy sampled is *in* the loss; choice 4). (B, T) -> (B, T), (B,)"""
     is_eos = torch.isin(response, torch.as_tensor(eos_id, device=response.device))
     has_eos = is_eos.any(dim=1)
     no_eos = torch.full_like(has_eos, response.shape[1], dtype=torch.long)
