@@ -127,4 +127,4 @@ def test_the_course_trains_a_real_model_on_a_prompt_answer_file_and_refuses_an_u
     capsys.readouterr()
     assert grpo_ba.main([*flags, "--dataset", str(data), "--output-dir", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "row 11" in err[0] and "verifier can read" in err[0], err
+    assert len(err) == 1 and "line 11" in err[0] and "verifier cannot read" in err[0], err
