@@ -59,8 +59,9 @@ def _save(fig, path: str) -> str:
     return path
 
 
-def draw_mechanism(runs: dict, title: str):
-    """runs: {rule: metrics lines} of one seed -> a figure of six panels over the steps."""
+def mechanism_figure(runs: dict, path: str | None, title: str):
+    """runs: {rule: metrics lines} of one seed -> six panels over the steps, saved to `path`
+    (-> path), or the figure itself without a path."""
     fig, axes = plt.subplots(2, 3, figsize=(14, 7))
     for ax, (key, label) in zip(axes.flat, PANELS):
         for rule, metrics in runs.items():
@@ -71,15 +72,12 @@ def draw_mechanism(runs: dict, title: str):
         ax.grid(alpha=0.3)
     axes.flat[0].legend()
     fig.suptitle(f"What each rule did, one seed ({title}): the mechanism, not a ranking")
-    return fig
+    return _save(fig, path) if path else fig
 
 
-def mechanism_figure(runs: dict, path: str, title: str) -> str:
-    return _save(draw_mechanism(runs, title), path)
-
-
-def draw_bias_curves(curves: dict):
-    """The two biases of docs/method.md §3, from grpo_ba.bias_curves' numbers."""
+def bias_curves(curves: dict, path: str | None):
+    """The two biases of docs/method.md §3 from grpo_ba.bias_curves' numbers, saved to `path`
+    with the numbers beside it (.json, for a redraw; -> path), or the figure without a path."""
     fig, (share, weight) = plt.subplots(1, 2, figsize=(11, 4))
     for rule in COLORS:
         share.plot(curves["ratios"], curves["share"][rule], **style(rule))
@@ -99,14 +97,11 @@ def draw_bias_curves(curves: dict):
     for ax in (share, weight):
         ax.minorticks_off()
     share.legend()
-    return fig
-
-
-def bias_curves(curves: dict, path: str) -> str:
-    """Draw the curves to `path`, and keep their numbers beside it (.json) for a redraw."""
+    if not path:
+        return fig
     with open(os.path.splitext(path)[0] + ".json", "w") as f:
         json.dump(curves, f)
-    return _save(draw_bias_curves(curves), path)
+    return _save(fig, path)
 
 
 def redraw(run_dir: str) -> list[str]:
@@ -141,8 +136,7 @@ class Progress(grpo_ba_run.RunLogger):
         self.stream, self.steps, self.started = stream or sys.stdout, steps, time.time()
         self.shown, self.accuracy, self.width = self.stream.isatty(), "", 0
 
-    def __call__(self, *lines):
-        pass
+    def __call__(self, *lines): pass                # the run's own log lines: dropped
 
     def log(self, metrics: dict):
         if metrics.get("accuracy") is not None:

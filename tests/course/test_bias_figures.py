@@ -51,7 +51,7 @@ def visible_fractions(fig) -> dict:
 
 
 def test_the_sequence_equal_weighting_panel_draws_reference_over_length_and_flat_token_and_balanced(curves):
-    fig = grpo_ba_plots.draw_bias_curves(curves)
+    fig = grpo_ba_plots.bias_curves(curves, None)
     lines = drawn(fig.axes[1])
     reference = curves["reference_length"]
     assert list(lines["sequence"].get_xdata()) == LENGTHS
@@ -62,7 +62,7 @@ def test_the_sequence_equal_weighting_panel_draws_reference_over_length_and_flat
 
 
 def test_the_sign_length_coupling_panel_draws_token_following_the_lengths_and_the_others_at_one_half(curves):
-    fig = grpo_ba_plots.draw_bias_curves(curves)
+    fig = grpo_ba_plots.bias_curves(curves, None)
     lines = drawn(fig.axes[0])
     ratios = np.asarray(lines["token"].get_xdata())
     assert np.asarray(lines["token"].get_ydata()) == pytest.approx(ratios / (ratios + 1), rel=1e-5)
@@ -72,7 +72,7 @@ def test_the_sign_length_coupling_panel_draws_token_following_the_lengths_and_th
 
 
 def test_every_rule_stays_visible_where_its_line_coincides_with_another_in_the_bias_figure(curves):
-    fractions = visible_fractions(grpo_ba_plots.draw_bias_curves(curves))
+    fractions = visible_fractions(grpo_ba_plots.bias_curves(curves, None))
     assert len(fractions) == 6 and min(fractions.values()) >= 0.3, fractions
 
 
@@ -93,7 +93,7 @@ def synthetic_runs(steps=30):
 
 def test_the_mechanism_figure_draws_each_rules_metrics_with_the_pg_loss_drift_and_no_truncation_panel():
     runs = synthetic_runs()
-    fig = grpo_ba_plots.draw_mechanism(runs, "test")
+    fig = grpo_ba_plots.mechanism_figure(runs, None, "test")
     panels = [ax for ax in fig.axes if ax.get_lines()]
     assert [key for key, _ in grpo_ba_plots.PANELS] == ["accuracy", "pos_share", "pg_loss", "len_right",
                                                         "len_wrong", "entropy"]
@@ -108,5 +108,5 @@ def test_the_mechanism_figure_draws_each_rules_metrics_with_the_pg_loss_drift_an
 
 
 def test_every_rule_stays_visible_where_lines_coincide_in_the_mechanism_figure():
-    fractions = visible_fractions(grpo_ba_plots.draw_mechanism(synthetic_runs(), "test"))
+    fractions = visible_fractions(grpo_ba_plots.mechanism_figure(synthetic_runs(), None, "test"))
     assert len(fractions) == 18 and min(fractions.values()) >= 0.3, fractions

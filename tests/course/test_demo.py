@@ -106,7 +106,7 @@ def test_the_demo_from_the_shipped_warmup_gives_seed_20s_accuracies(tmp_path, ca
     drift = next(line for line in lines if line.startswith("pg-loss at ratio 1")).split()[-3:]
     assert float(drift[0]) > 0.05 and drift[1:] == ["+0.000", "+0.000"]            # token's drift, the others' 0
     runs = {rule: grpo_ba_run.read_metrics(os.path.join(out, rule, "metrics.jsonl")) for rule in SEED_20_ACCURACY}
-    figure = grpo_ba_plots.draw_mechanism(runs, "seed 20")
+    figure = grpo_ba_plots.mechanism_figure(runs, None, "seed 20")
     for ax in figure.axes:                      # no panel where every rule's line is flat
         ys = [line.get_ydata() for line in ax.get_lines() if line.get_label() in SEED_20_ACCURACY]
         assert len(ys) == 3 and any(max(y) - min(y) > 1e-6 for y in ys), ax.get_title()
