@@ -16,6 +16,8 @@ import grpo_ba_run
 import grpo_ba_setup
 from toy_tasks import model as toy_model
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 STORY_MAX_LINES = 30
 # After the 30th update, on 729 held-out prompts (662/729, 629/729, 663/729): what the demo
 # printed before the course and the lab were separated, on an Intel Xeon and an AMD EPYC.
@@ -103,6 +105,9 @@ def test_the_demo_from_the_shipped_warmup_gives_seed_20s_accuracies(tmp_path, ca
             final[rule] = [json.loads(line) for line in f][-1]["accuracy"]
     assert final == pytest.approx(SEED_20_ACCURACY, abs=1e-12)
     assert any(f"{SEED_20_ACCURACY['sequence']:.3f}" in line for line in lines)     # the story prints them
+    with open(os.path.join(REPO, "README.md")) as f:   # the README's table is this story's, line by line
+        table = [line.strip() for line in f.read().split("## What the demo shows")[1].split("\n\n")[3].splitlines()]
+    assert table and all(any(line.strip() == row for line in lines) for row in table), table
     drift = next(line for line in lines if line.startswith("pg-loss at ratio 1")).split()[-3:]
     assert float(drift[0]) > 0.05 and drift[1:] == ["+0.000", "+0.000"]            # token's drift, the others' 0
     runs = {rule: grpo_ba_run.read_metrics(os.path.join(out, rule, "metrics.jsonl")) for rule in SEED_20_ACCURACY}

@@ -70,7 +70,7 @@ FRAGMENTS = [
              "band | balanced - token / last held-out acc | against 0"),
     Fragment("docs/teaching.md",
              "there balanced ends\n  +0.039 ahead of sequence (holds), its lead over token is not detected (0.031 or more would\n"
-             "  have been seen), and version 1's larger gains are contradicted",
+             "  have been seen), and the interval contradicts this project's larger version-1 toy values",
              "band | balanced - sequence / last held-out acc | pooled#1, against 0; "
              "band | balanced - token / last held-out acc | against 0; "
              "band | balanced - sequence / last held-out acc | earlier#1"),
