@@ -30,6 +30,7 @@ Text a page's owners keep free of anchors (docs/method.md, docs/teaching.md) is 
 then compared.
 
 Sources: band (assets/demo-band-v3/consequences.md), probe (assets/stability-probe/probe.md),
+strong (assets/strong-band-v3/consequences.md), pilot (assets/strong-coupling-pilot/pilot.md),
 v1-table (assets/table.md) and v1-paired (assets/paired_differences.md)."""
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stability-probe/probe.md",
+           "strong": "assets/strong-band-v3/consequences.md", "pilot": "assets/strong-coupling-pilot/pilot.md",
            "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md"}
 
 # a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
@@ -50,7 +52,7 @@ TOKEN = re.compile(r"(?P<word>\bnot\s+detected\b|\bcontradict(?:ed|s)?\b|\bholds
 ANCHOR = re.compile(r"<!--\s*check(?P<table>-table)?:(?P<body>.*?)-->", re.S)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 COMMAND_LINE = re.compile(r"^ {4,}(?:python|nice|--|\S+ --)", re.M)
-KEY_HEADERS = {"seed", "variant", "pair", "metric", "rule", "regime", "setting", "label"}
+KEY_HEADERS = {"seed", "variant", "pair", "metric", "rule", "regime", "setting", "label", "world"}
 
 
 def _normal_word(word: str) -> str:
@@ -131,6 +133,8 @@ def against_zero(verdict_cell: str) -> str:
     'not detected; differences of X ...' ('contradicted' only when it holds with the other sign)."""
     if verdict_cell.startswith("holds"):
         return "holds"
+    if verdict_cell.startswith("no verdict"):      # a failed manipulation check withholds it
+        return "no verdict"
     detectable = re.search(r"differences of (\S+) or more", verdict_cell)
     if "not detected" in verdict_cell:
         return f"not detected; differences of {detectable.group(1)} or more" if detectable else "not detected"
@@ -153,7 +157,7 @@ def unregistered_against_zero(row: dict) -> str:
 
 def earlier_value(verdict_cell: str) -> str:
     """'contradicted: X' when the cell says an earlier value lies outside the interval, else ''."""
-    earlier = re.search(r"(?:the earlier|toy value) ([+-]\d+\.\d+)", verdict_cell)
+    earlier = re.search(r"(?:the earlier|value) ([+-]\d+\.\d+)", verdict_cell)
     return f"contradicted: {earlier.group(1)}" if earlier and "outside" in verdict_cell else ""
 
 

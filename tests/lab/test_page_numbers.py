@@ -12,6 +12,7 @@ ANCHORED = {
     "docs/results-toy.md": None,
     "docs/stability-probe.md": None,
     "docs/toy-designs.md": "## Version 3: design `demo-band`",
+    "docs/strong-coupling.md": None,
 }
 
 README_TOY = ("README.md", "## What the toy shows")
