@@ -15,7 +15,6 @@ registered manipulation check); no rule's accuracy falling more than MAX_DROP.
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 import grpo_ba_run
@@ -139,19 +138,9 @@ def report(out: str, log=print) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_ba_lab.analysis.coupling_pilot",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, help="the pilot's runs and pilot.md")
-    parser.add_argument("--worlds", nargs="+", choices=sorted(WORLDS), default=list(WORLDS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(PILOT_SEEDS))
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads per run")
-    parser.add_argument("--cache-dir", default="", help="warm-up cache (default: the lab's)")
-    parser.add_argument("--report-only", action="store_true", help="train nothing; report")
-    options = parser.parse_args(argv)
-    if not options.report_only:
-        run_pilot(options.out, options.worlds, options.seeds, options.threads, options.cache_dir)
-    report(options.out)
-    return 0
+    from grpo_ba_lab.analysis.stability_probe import study_main
+    return study_main(argv, "python -m grpo_ba_lab.analysis.coupling_pilot", __doc__, "worlds",
+                      WORLDS, PILOT_SEEDS, run_pilot, report)
 
 
 if __name__ == "__main__":

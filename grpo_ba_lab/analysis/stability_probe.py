@@ -187,20 +187,27 @@ def report(out: str, log=print) -> str:
     return text
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_ba_lab.analysis.stability_probe",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, help="the probe's runs, probe.md and probe.png")
-    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(PROBE_SEEDS))
+def study_main(argv, prog: str, doc: str, kind: str, choices, seeds, run, report_fn) -> int:
+    """The command line of an exploratory study: --out, its `kind` (settings, worlds) among
+    `choices`, --seeds, --threads, --cache-dir, --report-only; run(out, chosen, seeds, threads,
+    cache_dir) trains what is not finished, then report_fn(out) writes the table."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="the study's runs and its report")
+    parser.add_argument(f"--{kind}", nargs="+", choices=sorted(choices), default=list(choices))
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(seeds))
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per run")
     parser.add_argument("--cache-dir", default="", help="warm-up cache (default: the lab's)")
     parser.add_argument("--report-only", action="store_true", help="train nothing; report")
     options = parser.parse_args(argv)
     if not options.report_only:
-        run_probe(options.out, options.settings, options.seeds, options.threads, options.cache_dir)
-    report(options.out)
+        run(options.out, getattr(options, kind), options.seeds, options.threads, options.cache_dir)
+    report_fn(options.out)
     return 0
+
+
+def main(argv=None) -> int:
+    return study_main(argv, "python -m grpo_ba_lab.analysis.stability_probe", __doc__, "settings",
+                      SETTINGS, PROBE_SEEDS, run_probe, report)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def make_trainer(tmp_path, cls=BalancedGRPOTrainer, loss_type="dapo", callbacks=
 
 @pytest.fixture
 def trl_batches(monkeypatch):
-    """Every generation batch TRL makes, kept before BalancedGRPOTrainer rescales it."""
+    """Every generation batch TRL makes, kept before the trainer rescales it."""
     batches, original = [], GRPOTrainer._generate_and_score_completions
 
     def recording(self, inputs):

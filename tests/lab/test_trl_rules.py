@@ -34,17 +34,7 @@ def make_trainer(tmp_path, rule="token", cls=AggregationGRPOTrainer, callbacks=N
                train_dataset=data, processing_class=tokenizer, callbacks=callbacks, **kwargs)
 
 
-@pytest.fixture
-def trl_batches(monkeypatch):
-    """Every generation batch TRL makes, kept before the trainer rescales it."""
-    batches, original = [], GRPOTrainer._generate_and_score_completions
-
-    def recording(self, inputs):
-        output = original(self, inputs)
-        batches.append({k: v.detach().clone() for k, v in output.items() if isinstance(v, torch.Tensor)})
-        return output
-    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", recording)
-    return batches
+from test_trl_balanced import trl_batches  # noqa: E402,F401  (every generation batch TRL makes)
 
 
 def policy_logps(trainer, batch):
