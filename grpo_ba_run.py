@@ -5,8 +5,6 @@ file handed over by someone else (docs/robustness.md): a synced metrics line per
 accepts (loading never runs code), keeping the metrics lines since the previous one; a resume
 that checks everything before it changes anything. A problem is a `RunError`: one line, exit 2.
 """
-from __future__ import annotations
-
 import contextlib
 import dataclasses
 import json
@@ -60,25 +58,10 @@ def pick_threads(requested: int, real_model: bool) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo, else platform), e.g. 'AMD EPYC 7B13'."""
-    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as f:
-        return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    import platform
-    return platform.processor() or platform.machine()
-
-
-def machine_variant() -> dict:
-    """This process's floating-point path: CPU, kernels (`ATEN_CPU_CAPABILITY` forces them),
-    threads, torch. Long toy trainings are chaotic in it (docs/toy-designs.md): runs record it."""
-    return {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
-            "threads": torch.get_num_threads(), "torch": torch.__version__}
-
-
 def record_start(run_dir: str, start_step: int, warmup: dict | None, provenance=None):
     """Append this start (or resume) of a run to run.json: its step, the machine variant, what
     else produced it (run_config.provenance) and its warm-up (None: a model loaded as it is)."""
+    from toy_tasks.model import machine_variant     # beside the warm-up cache key that uses it
     record = read_run_record(run_dir) if start_step > 0 else {"starts": []}
     start = {"step": start_step, "machine": machine_variant(), "warmup": warmup}
     record["starts"].append(start if provenance is None else {**start, "provenance": provenance})
@@ -194,10 +177,6 @@ def read_args(run_dir: str) -> dict:
     if not isinstance(saved, dict):
         raise RunError(f"{path}: not the settings of a run (expected one JSON object)")
     return saved
-
-
-def write_args(run_dir: str, args: dict):
-    write_atomic(os.path.join(run_dir, "args.json"), json.dumps(args, indent=2))
 
 
 # Flags that change where or how fast a run runs, or what it prints, but not what it
@@ -405,13 +384,14 @@ class Run:
             self.start = restore_checkpoint(self.saved, self.checkpoint_path, policy, optimizer,
                                             self.metrics_path, args.steps, self.log)
             self.saved = None
-            write_args(out, dataclasses.asdict(dataclasses.replace(args, resume="")))
+        write_atomic(os.path.join(out, "args.json"),
+                     json.dumps(dataclasses.asdict(dataclasses.replace(args, resume="")), indent=2))
+        if not args.resume:
+            open(self.metrics_path, "w").close()
+        else:
             self.log(f"resuming {out} at step {self.start} of {args.steps}"
                      if self.start < args.steps else f"{out} has finished its {args.steps} "
                      f"steps; extend it with --resume {out} --steps {args.steps + 100}")
-        else:
-            write_args(out, dataclasses.asdict(args))
-            open(self.metrics_path, "w").close()
         record_start(out, self.start, task.warmup)
         for logger in self.loggers:
             logger.begin(self, self.start, task)

@@ -3,8 +3,6 @@
 The toy of the run's --design (default; toy_tasks/), or a real model (--model NAME_OR_PATH
 --dataset FILE): any Hugging Face causal LM, prompts through its chat template, rows of
 {"prompt", "answer"} from a .jsonl / .json / .parquet file or a hub dataset, golds checked."""
-from __future__ import annotations
-
 import contextlib
 import json
 import os
@@ -287,10 +285,9 @@ def format_prompt(tokenizer, prompt) -> str:
 
 
 def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
-    """Every id that ends a response, the tokenizer's EOS first: the model's generation
-    config EOS ids (Qwen3 lists two) and the token the chat template closes a turn with
-    (ChatML's <|im_end|>, Llama 3's <|eot_id|>), so that a base model prompted through a
-    chat template (Qwen2.5-Math-7B, whose EOS is <|endoftext|>) stops at its turn's end."""
+    """Every id that ends a response, the tokenizer's EOS first: the generation config's EOS
+    ids (Qwen3 lists two) and the chat template's end of turn (ChatML's <|im_end|>), so that a
+    base model prompted through a template (Qwen2.5-Math-7B, EOS <|endoftext|>) stops there."""
     ids = [tokenizer.eos_token_id]
     configured = getattr(generation_config, "eos_token_id", None)
     ids += configured if isinstance(configured, (list, tuple)) else [configured]
@@ -306,26 +303,20 @@ def end_of_turn_ids(tokenizer) -> list[int]:
     """[id] of the special token right after an assistant message in the chat template,
     found by rendering one exchange (once per tokenizer and template); [] without a
     template or special token there."""
-    template = getattr(tokenizer, "chat_template", None)
+    template, marker, ids = getattr(tokenizer, "chat_template", None), "END_OF_TURN_PROBE", []
     cached = _END_OF_TURN.get(tokenizer)
-    if cached is None or cached[0] != template:
-        cached = _END_OF_TURN[tokenizer] = (template, _render_end_of_turn_ids(tokenizer))
-    return cached[1]
-
-
-def _render_end_of_turn_ids(tokenizer) -> list[int]:
-    if not getattr(tokenizer, "chat_template", None):
-        return []
-    marker = "END_OF_TURN_PROBE"
+    if cached is not None and cached[0] == template:
+        return cached[1]
     try:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": "q"},
-                                              {"role": "assistant", "content": marker}],
-                                             tokenize=False)
+        text = template and tokenizer.apply_chat_template(
+            [{"role": "user", "content": "q"}, {"role": "assistant", "content": marker}],
+            tokenize=False)
     except Exception:                  # a template that refuses this exchange: no extra stop id
-        return []
-    if marker not in text:
-        return []
-    first = tokenizer.encode(text.split(marker, 1)[1], add_special_tokens=False)[:1]
-    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items()
-                                                if t.special}
-    return [i for i in first if i in special]
+        text = None
+    if text and marker in text:
+        first = tokenizer.encode(text.split(marker, 1)[1], add_special_tokens=False)[:1]
+        special = set(tokenizer.all_special_ids) | {
+            i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+        ids = [i for i in first if i in special]
+    _END_OF_TURN[tokenizer] = (template, ids)
+    return ids

@@ -15,8 +15,6 @@ Model output is untrusted: none of it reaches `sympify`, `parse_expr` or `eval`
 (verifier_grammar.py builds sympy objects from a fixed vocabulary, with bounds that refuse
 `10^{10^{10}}` rather than compute it); no `simplify` (it can hang); malformed input scores 0.0.
 """
-from __future__ import annotations
-
 import functools
 import re
 
@@ -82,11 +80,8 @@ def extract_answer(text: str) -> str | None:
     (a truncated `\\boxed{4` gives none), only without any of them its last number; or None."""
     if not isinstance(text, str) or not text:
         return None
-    text = text[-MAX_TEXT_CHARS:]
-    marked, answer = _marked_answer(text)
-    if marked:
-        return answer
-    return _last_number(text)
+    marked, answer = _marked_answer(text[-MAX_TEXT_CHARS:])
+    return answer if marked else _last_number(text[-MAX_TEXT_CHARS:])
 
 
 def _last_number(text: str, window: int = 2000) -> str | None:
@@ -244,15 +239,13 @@ def _read_gold(gold) -> tuple[str | None, object]:
         gold = str(gold)
     if not isinstance(gold, str):
         return None, None
-    return _read_gold_cached(gold) if len(gold) <= MAX_ANSWER_CHARS else _read_gold_uncached(gold)
+    # a GRPO group scores G completions per gold: a short gold is read once
+    read = _read_gold_text if len(gold) <= MAX_ANSWER_CHARS else _read_gold_text.__wrapped__
+    return read(gold)
 
 
-@functools.lru_cache(maxsize=1024)                 # a GRPO group scores G completions per gold
-def _read_gold_cached(gold: str):
-    return _read_gold_uncached(gold)
-
-
-def _read_gold_uncached(gold: str):
+@functools.lru_cache(maxsize=1024)
+def _read_gold_text(gold: str):
     try:
         text = normalise(gold)
         value = parse_value(gold)                    # a gold is never read by its last number
@@ -278,10 +271,8 @@ def verify(completion: str, gold) -> float:
         value = parse_value(answer)
         for one_gold in golds:
             gold_text, gold_value = _read_gold(one_gold)
-            if gold_text == text:
-                return 1.0
-            if (value is not None and gold_value is not None
-                    and _same_value(value, gold_value, _Budget())):
+            if gold_text == text or (value is not None and gold_value is not None
+                                     and _same_value(value, gold_value, _Budget())):
                 return 1.0
         return 0.0
     except Exception:                                # untrusted input: never raise

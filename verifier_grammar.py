@@ -21,8 +21,6 @@ Values: a sympy Expr; `Brackets(open, close, items)` for tuples and intervals (t
 are kept, so `[2, 5)` != `(2, 5)` and `(-1, 3)` != `(3, -1)`); `AnswerSet(items)`; a sympy
 Set for unions of intervals. Anything else raises `Unreadable`.
 """
-from __future__ import annotations
-
 import functools
 import math
 import re
@@ -82,10 +80,6 @@ def tokenize(text: str) -> list[str]:
         if len(tokens) > MAX_TOKENS:
             raise Unreadable("answer too long")
     return tokens
-
-
-def _is_plain_expr(value) -> bool:
-    return isinstance(value, sympy.Expr)
 
 
 class AnswerParser:
@@ -175,16 +169,13 @@ class AnswerParser:
         return [value]
 
     def _union(self):
-        first = self._expr()
-        if self._peek() != "\\cup":
-            return first
-        pieces = [first]
+        pieces = [self._expr()]
         while self._peek() == "\\cup":
             self._take()
             pieces.append(self._expr())
             if len(pieces) > MAX_ITEMS:
                 raise Unreadable("too many intervals")
-        return sympy.Union(*[to_interval(piece) for piece in pieces])
+        return pieces[0] if len(pieces) == 1 else sympy.Union(*map(to_interval, pieces))
 
     def _expr(self):
         value = self._term()
@@ -198,10 +189,8 @@ class AnswerParser:
 
     def _starts_atom(self, token) -> bool:
         """Implicit multiplication: `2x`, `3\\pi`, `x(x+1)`; never a bare number after a value."""
-        if token is None:
-            return False
-        return (token.isalpha() or token in ("(", "\\pi", "\\sqrt", "\\infty") or token in FRAC
-                or token[1:] in GREEK)
+        return token is not None and (token.isalpha() or token in ("(", "\\pi", "\\sqrt", "\\infty")
+                                      or token in FRAC or token[1:] in GREEK)
 
     def _term(self):
         value = self._signed()
@@ -221,7 +210,7 @@ class AnswerParser:
             sign = self._take()
             value = self._signed()
             self.depth -= 1
-            if not _is_plain_expr(value):
+            if not isinstance(value, sympy.Expr):
                 raise Unreadable("sign before a tuple")
             return {"+": value, "-": -value, "\\pm": PLUS_MINUS * value,
                     "\\mp": -PLUS_MINUS * value}[sign]
@@ -232,7 +221,7 @@ class AnswerParser:
         if self._peek() != "^":
             return base
         self._take()
-        if not _is_plain_expr(base):
+        if not isinstance(base, sympy.Expr):
             raise Unreadable("power of a tuple")
         return bounded_power(base, self._exponent(), self)
 
@@ -265,17 +254,12 @@ class AnswerParser:
             return self._group()
         if token is None:
             raise Unreadable("missing argument")
-        if token[0].isdigit():                      # \frac12: LaTeX takes one digit
+        if token[0].isdigit() or token.isalpha():   # \frac12, \frac ab: LaTeX takes one character
             self._take()
             if len(token) > 1:
                 self.tokens.insert(self.pos, token[1:])
-            return sympy.Integer(token[0])
-        if token.isalpha():
-            self._take()
-            if len(token) > 1:
-                self.tokens.insert(self.pos, token[1:])
-            return sympy.Symbol(token[0])
-        if token in ("\\pi",):
+            return sympy.Integer(token[0]) if token[0].isdigit() else sympy.Symbol(token[0])
+        if token == "\\pi":
             self._take()
             return sympy.pi
         raise Unreadable("bad argument")
@@ -322,12 +306,11 @@ class AnswerParser:
         self._take()
         try:
             numerator, denominator = self._argument(), self._argument()
+            if numerator.is_Integer and denominator.is_Integer and 0 <= numerator < denominator:
+                return whole + numerator / denominator
         except Unreadable:
-            self.pos = saved
-            return whole
-        if numerator.is_Integer and denominator.is_Integer and 0 <= numerator < denominator:
-            return whole + numerator / denominator
-        self.pos = saved
+            pass
+        self.pos = saved                            # not a mixed number: a product, read later
         return whole
 
     def _sqrt(self):
@@ -356,7 +339,7 @@ class AnswerParser:
             if (opening, closing) not in (("(", ")"), ("[", "]")):
                 raise Unreadable("half-open bracket around one value")
             return items[0]                         # a bracket that only groups
-        if not all(_is_plain_expr(item) for item in items):
+        if not all(isinstance(item, sympy.Expr) for item in items):
             raise Unreadable("nested tuples")
         return Brackets(opening, closing, tuple(items))
 
@@ -372,8 +355,7 @@ def _check_finite(value):
 
 
 def _check_size(value):
-    """Products and powers: refuse what would expand to too many terms, (1+x)^{64}(1+x)^{64}
-    included (sympy merges it into a power the parser never saw)."""
+    """Products and powers: refuse what would expand to too many terms (`expansion_bound`)."""
     if expansion_bound(value, MAX_EXPANDED_TERMS) > MAX_EXPANDED_TERMS:
         raise Unreadable("expands to too many terms")
     return _check_finite(value)
@@ -387,12 +369,10 @@ def _count_division_by_sum(divisor, parser):
 
 
 def _arith(left, right, op, parser=None):
-    if not (_is_plain_expr(left) and _is_plain_expr(right)):
+    if not (isinstance(left, sympy.Expr) and isinstance(right, sympy.Expr)):
         raise Unreadable("arithmetic on a tuple or set")
-    if op == "+":
-        return _check_finite(left + right)
-    if op == "-":
-        return _check_finite(left - right)
+    if op in ("+", "-"):
+        return _check_finite(left + right if op == "+" else left - right)
     if op == "*":
         return _check_size(left * right)
     if right == 0:
@@ -410,7 +390,7 @@ def bounded_power(base, exponent, parser=None):
     """base^exponent, refusing anything whose size cannot be bounded before computing it:
     the exponent must be a rational p/q with |p| <= MAX_EXPONENT, q <= MAX_ROOT, and the
     result small (digits of a rational power; terms of an expanded power of a sum)."""
-    if not (_is_plain_expr(base) and isinstance(exponent, sympy.Expr) and exponent.is_Rational):
+    if not (isinstance(base, sympy.Expr) and isinstance(exponent, sympy.Rational)):
         raise Unreadable("exponent must be a number")      # rejects towers such as x^{y^z}
     p, q = int(exponent.p), int(exponent.q)
     if abs(p) > MAX_EXPONENT or q > MAX_ROOT:

@@ -27,8 +27,6 @@ written in the digits and spaces right answers need. In its corpus (regime `gap`
 corpus_error 0, seed 0) a slip is 20-27 characters (mean 23.0), a plain answer 5-7 (mean 5.2).
 More: docs/code-tour.md ("The toy world") and docs/toy-designs.md.
 """
-from __future__ import annotations
-
 import random
 from dataclasses import dataclass
 

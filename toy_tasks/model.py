@@ -2,19 +2,18 @@
 Qwen3 built from its config (nothing downloaded), and its supervised warm-up on the toy
 corpus, cached on disk by its settings so that every rule and seed starts from the same
 weights, or loaded from a file shipped with a design (toy_tasks/warmups/, checked by hash)."""
-from __future__ import annotations
-
+import contextlib
 import hashlib
 import json
 import math
 import os
+import shutil
 import time
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
-from grpo_ba_run import SetupError, machine_variant
 from toy_tasks.arithmetic import VOCAB_CHARS, ToyWorld, make_problems, warmup_corpus
 
 
@@ -102,6 +101,23 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
     return model, tokenizer, time.time() - start
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo, else platform), e.g. 'AMD EPYC 7B13'."""
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as f:
+        return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    import platform
+    return platform.processor() or platform.machine()
+
+
+def machine_variant() -> dict:
+    """This process's floating-point path: CPU, kernels (`ATEN_CPU_CAPABILITY` forces them),
+    threads, torch. Long toy trainings are chaotic in it (docs/toy-designs.md): runs and
+    warm-ups record it, and a warm-up's cache key holds its kernels and threads."""
+    return {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
+            "threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
 def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> str:
     """Where a warm-up with these settings lives; the settings' hash names it."""
     corpus = {k: v for k, v in vars(world).items() if k != "force_frac"}   # RL-only setting
@@ -111,8 +127,8 @@ def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> 
         corpus.pop("endless_slips", None)
     # the floating-point path is part of the key: a long warm-up trained with other kernels or
     # threads is another policy (docs/toy-designs.md), and must never be served in its place
-    fp_path = {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
-               "threads": torch.get_num_threads()}
+    machine = machine_variant()
+    fp_path = {name: machine[name] for name in ("cpu_capability", "threads")}
     key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "fp_path": fp_path,
                       "version": 9}, sort_keys=True)
     return os.path.join(os.path.expanduser(cache_dir),
@@ -142,11 +158,11 @@ def load_warmup_file(path: str, sha256: str | None = None):
     silently change the demo's start."""
     from safetensors.torch import load_model as load_weights
     if not os.path.exists(path):
-        raise SetupError(f"warm-up {path} is missing; re-create a shipped one with "
+        raise ValueError(f"warm-up {path} is missing; re-create a shipped one with "
                          f"`python -m toy_tasks.shipped_warmups`")
     found = file_sha256(path) if sha256 else None
     if found != sha256:
-        raise SetupError(f"shipped warm-up {path} has sha256 {found[:12]}..., registered "
+        raise ValueError(f"shipped warm-up {path} has sha256 {found[:12]}..., registered "
                          f"{sha256[:12]}...: the file changed; restore it (git checkout)")
     tokenizer = char_tokenizer()
     model = tiny_qwen3(tokenizer)
@@ -176,7 +192,6 @@ def store_warmup(model, path: str, record: dict):
     with open(os.path.join(tmp, "warmup.json"), "w") as f:
         json.dump(record, f)
     if os.path.exists(path):                  # a concurrent run won the race: keep its copy
-        import shutil
         shutil.rmtree(tmp)
     else:
         os.replace(tmp, path)
