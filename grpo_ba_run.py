@@ -3,8 +3,7 @@ algorithm (`Run`), and its files (docs/outputs.md). A run survives Ctrl-C, a har
 file handed over by someone else (docs/robustness.md): a synced metrics line per step (a torn
 *last* line is dropped with a note); atomic checkpoints that torch.load(weights_only=True)
 accepts (loading never runs code), keeping the metrics lines since the previous one; a resume
-that checks everything before it changes anything. A problem is a `RunError`: one line, exit 2.
-"""
+that checks everything before it changes anything. A problem is a `RunError`: one line, exit 2."""
 import contextlib
 import dataclasses
 import json
@@ -308,9 +307,8 @@ def _check_fits(path, state, policy, optimizer):
     for index, param in zip(saved_ids, params):    # Adam's moments have their parameter's shape
         for key, value in opt.get("state", {}).get(index, {}).items():
             if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
-                raise RunError(f"{path}: its optimizer state '{key}' has shape "
-                               f"{tuple(value.shape)} for a parameter of shape "
-                               f"{tuple(param.shape)}")
+                raise RunError(f"{path}: its optimizer state '{key}' has shape {tuple(value.shape)}"
+                               f" for a parameter of shape {tuple(param.shape)}")
 
 
 def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=_note) -> int:

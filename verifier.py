@@ -13,8 +13,7 @@ equations other than `variable = value`. What is read, and how it compares: docs
 
 Model output is untrusted: none of it reaches `sympify`, `parse_expr` or `eval`
 (verifier_grammar.py builds sympy objects from a fixed vocabulary, with bounds that refuse
-`10^{10^{10}}` rather than compute it); no `simplify` (it can hang); malformed input scores 0.0.
-"""
+`10^{10^{10}}` rather than compute it); no `simplify` (it can hang); malformed input scores 0.0."""
 import functools
 import re
 
@@ -98,8 +97,7 @@ def _last_number(text: str, window: int = 2000) -> str | None:
 # -- text normalisation: what a grader ignores --------------------------------------------
 
 _REPLACE = [  # (pattern, replacement), applied in order; every pattern is linear-time
-    # \left( -> (, \right. -> ''
-    (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)\s*\.?(?![A-Za-z])"), ""),
+    (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)\s*\.?(?![A-Za-z])"), ""),  # \left( -> (, \right.
     (re.compile(r"\\!"), ""),
     (re.compile(r"\\[,;: ]|\\q?quad|\\displaystyle|~"), " "),
     (re.compile(r"\\?\$"), ""),

@@ -68,31 +68,22 @@ class AnswerSet(NamedTuple):
     items: tuple
 
 
-def tokenize(text: str) -> list[str]:
-    tokens, pos = [], 0
-    text = text.rstrip()
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            raise Unreadable(f"unexpected character {text[pos]!r}")
-        tokens.append(match.group(1))
-        pos = match.end()
-        if len(tokens) > MAX_TOKENS:
-            raise Unreadable("answer too long")
-    return tokens
-
-
 class AnswerParser:
     def __init__(self, text: str):
-        self.tokens = tokenize(text)
-        self.pos = 0
-        self.depth = 0
-        self.divisions_by_sums = 0
+        self.tokens, text, pos = [], text.rstrip(), 0
+        while pos < len(text):                      # tokens of the fixed vocabulary _TOKEN
+            match = _TOKEN.match(text, pos)
+            if match is None:
+                raise Unreadable(f"unexpected character {text[pos]!r}")
+            self.tokens.append(match.group(1))
+            pos = match.end()
+            if len(self.tokens) > MAX_TOKENS:
+                raise Unreadable("answer too long")
+        self.pos = self.depth = self.divisions_by_sums = 0
 
     # -- token helpers -------------------------------------------------------------------
-    def _peek(self, ahead: int = 0):
-        index = self.pos + ahead
-        return self.tokens[index] if index < len(self.tokens) else None
+    def _peek(self):
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
     def _take(self):
         if self.pos >= len(self.tokens):
@@ -138,22 +129,19 @@ class AnswerParser:
         (or membership) for its unknowns is read as its right-hand side."""
         tokens, start = self.tokens, self.pos
         ahead = tokens[start: start + 5] + [""] * 5
-        end = None
         if self._is_variable(start):
             if ahead[1] in ("=", "\\in"):
-                end = start + 2
+                self.pos = start + 2
             elif ahead[1] == "_" and ahead[2].isalnum() and ahead[3] in ("=", "\\in"):
-                end = start + 4
+                self.pos = start + 4
             elif ahead[1] == "(" and self._is_variable(start + 2) and ahead[3:5] == [")", "="]:
-                end = start + 5
+                self.pos = start + 5
         elif ahead[0] == "(" and self._is_variable(start + 1):
             index = start + 2
             while tokens[index: index + 1] == [","] and self._is_variable(index + 1):
                 index += 2
             if tokens[index: index + 2] == [")", "="]:
-                end = index + 2
-        if end is not None:
-            self.pos = end
+                self.pos = index + 2
 
     def _item(self, allow_two: bool) -> list:
         """One item, or the two values of an item written with `\\pm` (`1 \\pm \\sqrt{2}`)."""

@@ -1,7 +1,6 @@
 """Running-sum arithmetic with a habit RL can break and a length gap it cannot.
 
-A problem is `ab+c+d=` (a two-digit number, two one-digit numbers); the answer is written as
-running sums, the last one being the final answer:
+A problem is `ab+c+d=` (a two-digit number, two one-digit numbers), answered as running sums:
 
     prompt  57+6+3=
     plain   63 66                 57+6 = 63, 63+3 = 66         right, 6 tokens with EOS
@@ -9,17 +8,16 @@ running sums, the last one being the final answer:
     check   63 66?~~~~~~~~~~~~~~  the right answer, then a long re-check: right, long
 
 1. A habit with room to learn: the warm-up corpus slips on 70% of the problems with c > d and
-   on 10% of the others. Worked example: `57+6+3=` (c > d) is written as a slip seven times in
-   ten, so the greedy policy slips and scores 0; `57+3+6=` is written `60 66` nine times in
-   ten: greedy scores 1. After RL the policy writes `63 66` for the first as well.
+   on 10% of the others. Worked example: `57+6+3=` (c > d) is a slip seven times in ten, so
+   greedy slips and scores 0; `57+3+6=` is `60 66` nine times in ten: greedy scores 1. After
+   RL the policy writes `63 66` for the first as well.
 2. A length gap RL cannot switch off: during RL the *environment* forces the start of a
-   fraction (`force_frac`) of the responses, as prompt, not loss: a slip (`57`; regime `gap`,
-   gap_sign `wrong-long`: wrong answers stay long after RL has removed the policy's own slips)
-   or a right answer and a re-check mark (`63 66?`, `right-long`). Regime `variance` forces
-   nothing: half the corpus rambles, slip or not. `spread_size` > 0 (the regime map's cells):
-   half of all responses, right or wrong, ramble that long too. Why force? A long style the
-   policy picks itself is unlearned within 10-30 RL steps under every rule, and then the rules
-   stop differing in how they weigh long answers; a forced slip can only be reacted to.
+   fraction (`force_frac`) of the responses, as prompt, not loss: a slip (`57`; gap_sign
+   `wrong-long`: wrong answers stay long after RL removed the policy's own slips) or a right
+   answer and a re-check mark (`63 66?`, `right-long`). Regime `variance` forces nothing: half
+   the corpus rambles, slip or not; `spread_size` > 0: half of all responses ramble that long.
+   Why force? A long style the policy picks itself is unlearned within 10-30 RL steps under
+   every rule, after which the rules weigh long answers alike; a forced slip is only reacted to.
 
 Slip style `loop` (hypothesis H1 of docs/toy-designs.md): a ramble is the sum just written,
 repeated (`23+8+2=` -> `23 23 23 23 23 23 23 25`), as long as a `~` ramble in characters but
@@ -47,16 +45,13 @@ def make_problems(seed: int = 0, heldout_fraction: float = 0.1):
     n_heldout = int(len(problems) * heldout_fraction)
 
     def to_dataset(rows):
-        return Dataset.from_dict({
-            "prompt": [f"{a}+{c}+{d}=" for a, c, d in rows],
-            "answer": [str(a + c + d) for a, c, d in rows],
-        })
+        return Dataset.from_dict({"prompt": [f"{a}+{c}+{d}=" for a, c, d in rows],
+                                  "answer": [str(a + c + d) for a, c, d in rows]})
     return to_dataset(problems[n_heldout:]), to_dataset(problems[:n_heldout])
 
 
 def _parse(prompt: str) -> tuple[int, int, int]:
-    a, c, d = prompt.rstrip("=").split("+")
-    return int(a), int(c), int(d)
+    return tuple(int(n) for n in prompt.rstrip("=").split("+"))
 
 
 def _jitter(size: int) -> int:
@@ -92,16 +87,15 @@ class ToyWorld:
     endless_slips: float = 0.0  # fraction of slips that ramble past the corpus width, no EOS
 
     def __post_init__(self):
-        if self.regime not in REGIMES:
-            raise ValueError(f"unknown regime {self.regime!r}; choose from {REGIMES}")
-        if self.gap_sign not in GAP_SIGNS:
-            raise ValueError(f"unknown gap sign {self.gap_sign!r}; choose from {GAP_SIGNS}")
+        for name, choices in (("regime", REGIMES), ("gap_sign", GAP_SIGNS),
+                              ("slip_style", SLIP_STYLES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"unknown {name.replace('_', ' ')} {getattr(self, name)!r}; "
+                                 f"choose from {choices}")
         if not (0.0 <= self.force_frac <= 1.0 and 0.0 <= self.endless_slips <= 1.0):
             raise ValueError("force_frac and endless_slips must lie in [0, 1]")
         if self.gap_size < 0 or self.spread_size < 0:
             raise ValueError("gap_size and spread_size cannot be negative")
-        if self.slip_style not in SLIP_STYLES:
-            raise ValueError(f"unknown slip style {self.slip_style!r}; choose from {SLIP_STYLES}")
         if self.spread_size and self.regime != "gap":
             raise ValueError("spread_size is a knob of regime gap "
                              "(regime variance's spread is gap_size)")
@@ -156,8 +150,7 @@ class ToyWorld:
         return f"{a}" if self.gap_sign == "wrong-long" else f"{a + c} {a + c + d}?"
 
 
-def warmup_corpus(world: ToyWorld, prompts: list[str], n: int,
-                  seed: int) -> list[tuple[str, str]]:
+def warmup_corpus(world: ToyWorld, prompts: list[str], n: int, seed: int) -> list[tuple[str, str]]:
     """n (prompt, response) pairs drawn from `prompts` with the world's styles."""
     rng = random.Random(seed)
     return [(p, world.response(p, rng)) for p in (rng.choice(prompts) for _ in range(n))]

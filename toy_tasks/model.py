@@ -20,8 +20,6 @@ from toy_tasks.arithmetic import VOCAB_CHARS, ToyWorld, make_problems, warmup_co
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 
 
-# ------------------------------------------------------------------ the toy model
-
 def char_tokenizer(chars: str = VOCAB_CHARS) -> PreTrainedTokenizerFast:
     """One token per character, plus <pad> <bos> <eos> <unk>: a real HF fast tokenizer."""
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + list(chars))}
@@ -110,9 +108,8 @@ def cpu_model() -> str:
 
 
 def machine_variant() -> dict:
-    """This process's floating-point path: CPU, kernels (`ATEN_CPU_CAPABILITY` forces them),
-    threads, torch. Long toy trainings are chaotic in it (docs/toy-designs.md): runs and
-    warm-ups record it, and a warm-up's cache key holds its kernels and threads."""
+    """This process's floating-point path (CPU, kernels: `ATEN_CPU_CAPABILITY` forces them,
+    threads, torch), in which long toy trainings are chaotic (docs/toy-designs.md)."""
     return {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
             "threads": torch.get_num_threads(), "torch": torch.__version__}
@@ -153,9 +150,8 @@ def save_warmup_file(model, path: str) -> str:
 
 
 def load_warmup_file(path: str, sha256: str | None = None):
-    """A warm-up file: (policy, tokenizer). With `sha256` (a shipped warm-up) the file is
-    refused unless its hash is the registered one: a changed or truncated file would
-    silently change the demo's start."""
+    """A warm-up file: (policy, tokenizer). With `sha256` (a shipped warm-up) a file whose hash is
+    not the registered one is refused: a changed file would silently change the demo's start."""
     from safetensors.torch import load_model as load_weights
     if not os.path.exists(path):
         raise ValueError(f"warm-up {path} is missing; re-create a shipped one with "
@@ -188,9 +184,8 @@ def store_warmup(model, path: str, record: dict):
     weights' sha256 added), then loads it back: (policy, tokenizer, record)."""
     tmp = path + f".tmp{os.getpid()}"
     sha256 = save_warmup_file(model, os.path.join(tmp, "model.safetensors"))
-    record = {**record, "machine": machine_variant(), "sha256": sha256}
     with open(os.path.join(tmp, "warmup.json"), "w") as f:
-        json.dump(record, f)
+        json.dump({**record, "machine": machine_variant(), "sha256": sha256}, f)
     if os.path.exists(path):                  # a concurrent run won the race: keep its copy
         shutil.rmtree(tmp)
     else:
