@@ -45,6 +45,7 @@ def nothing_written(out) -> bool:
 
 
 @pytest.mark.parametrize("case", BAD)
+@pytest.mark.slow
 def test_the_course_refuses_a_bad_row_in_one_line_naming_file_row_and_problem(case, tmp_path, tiny_model_dir):
     bad_line, words = BAD[case]
     code, err, out = course(tmp_path, tiny_model_dir, "\n".join(GOOD[:2] + [bad_line] + GOOD[2:]) + "\n")
@@ -54,12 +55,14 @@ def test_the_course_refuses_a_bad_row_in_one_line_naming_file_row_and_problem(ca
     assert nothing_written(out)
 
 
+@pytest.mark.slow
 def test_the_course_refuses_an_empty_file_in_one_line(tmp_path, tiny_model_dir):
     code, err, out = course(tmp_path, tiny_model_dir, "\n\n")
     assert code == 2 and len(err) == 1 and "data.jsonl: empty" in err[0], err
     assert nothing_written(out)
 
 
+@pytest.mark.slow
 def test_a_list_of_acceptable_answers_still_trains(tmp_path, tiny_model_dir):
     rows = [json.dumps({"prompt": f"What is {i}+{i}?", "answer": [str(2 * i), f"#### {2 * i}"]}) for i in range(6)]
     code, err, out = course(tmp_path, tiny_model_dir, "\n".join(rows) + "\n")

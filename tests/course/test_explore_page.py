@@ -34,6 +34,8 @@ import torch
 from grpo_ba import (AGGREGATORS, aggregation_coefficients, clipped_token_loss, group_advantages, mask_from_lengths,
                      positive_share, sign_weights, token_weights)
 
+pytestmark = pytest.mark.slow                      # drives Chromium
+
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "explore.html"
 RULES = ("token", "sequence", "balanced")
 TOLERANCE = 1e-6                       # page (float64) against grpo_ba (float32)

@@ -115,6 +115,7 @@ def test_every_question_has_a_folded_answer():
     assert hidden and all(c.source.startswith("# Answer") for c in hidden)
 
 
+@pytest.mark.slow
 def test_notebook_runs_top_to_bottom_to_its_committed_outputs(tmp_path):
     from nbclient import NotebookClient
     committed = code_cells()

@@ -18,6 +18,7 @@ def run_in_process():
     return code, {line.split(":")[0]: line for line in lines}, lines
 
 
+@pytest.mark.slow
 def test_prelab_check_says_ready_on_this_install():
     result = subprocess.run([sys.executable, "-m", "exercises.prelab_check"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
