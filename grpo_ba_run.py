@@ -141,8 +141,7 @@ def write_jsonl(path: str, records: list[dict]):
 
 
 def read_metrics(path: str, log=_note) -> list[dict]:
-    """A run's metrics, a dict per line: a torn last line is dropped with a note, a bad one
-    elsewhere is a RunError naming it."""
+    """A run's metrics: a torn last line is dropped with a note, another bad line is a RunError."""
     with open(path, "rb") as f:
         lines = [(number, raw) for number, raw in enumerate(f.read().split(b"\n"), 1)
                  if raw.strip(b" \t\r\x00")]
@@ -312,9 +311,8 @@ def _check_fits(path, state, policy, optimizer):
 
 
 def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=_note) -> int:
-    """Check `read_checkpoint`'s state against this policy, optimizer, metrics and --steps, then
-    load it and drop the metrics lines after it (nothing changes before every check has passed).
-    -> the first step still to run."""
+    """Check `read_checkpoint`'s state against this policy, optimizer, metrics and --steps; only
+    then load it and drop the metrics lines after it. -> the first step still to run."""
     _check_fits(path, state, policy, optimizer)
     metrics = read_metrics(metrics_path, log)      # a bad middle line stops here, file untouched
     metrics = _restore_from_checkpoint(metrics, state, metrics_path, path, log)

@@ -86,8 +86,7 @@ def check_model_path(name_or_path: str):
 
 @contextlib.contextmanager
 def no_progress_bars():
-    """transformers' (and the hub's) progress bars off for one load, then back as they were
-    (a program around this one keeps its own setting)."""
+    """Progress bars off for one load, then back as they were (a caller keeps its own setting)."""
     from huggingface_hub import utils as hub_utils
     from transformers.utils import logging as hf_logging
     was_on, hub_was_off = (hf_logging.is_progress_bar_enabled(),
@@ -102,8 +101,7 @@ def no_progress_bars():
 
 
 def load_model(name_or_path: str, attn_implementation: str | None = "sdpa"):
-    """Any HF causal LM, from the hub or a local directory, its weights in float32
-    (--dtype is the autocast compute dtype)."""
+    """Any HF causal LM (hub id or local directory), weights in float32 (--dtype: autocast's)."""
     from transformers import AutoModelForCausalLM
     check_model_path(name_or_path)
     kwargs = {"dtype": torch.float32}
@@ -273,8 +271,7 @@ BOXED_INSTRUCTION = "Please reason step by step, and put your final answer withi
 
 
 def format_prompt(tokenizer, prompt) -> str:
-    """The text the policy continues: the chat template (asking for \\boxed{}) when the
-    tokenizer has one, else the prompt as it is."""
+    """The text the policy continues: the chat template (asking for \\boxed{}), else the prompt."""
     if getattr(tokenizer, "chat_template", None):
         messages = prompt if isinstance(prompt, list) else [
             {"role": "user", "content": f"{prompt}\n{BOXED_INSTRUCTION}"}]
@@ -300,9 +297,8 @@ _END_OF_TURN = weakref.WeakKeyDictionary()
 
 
 def end_of_turn_ids(tokenizer) -> list[int]:
-    """[id] of the special token right after an assistant message in the chat template,
-    found by rendering one exchange (once per tokenizer and template); [] without a
-    template or special token there."""
+    """[id] of the special token right after an assistant message in the chat template (rendered
+    once per tokenizer and template); [] without a template or a special token there."""
     template, marker, ids = getattr(tokenizer, "chat_template", None), "END_OF_TURN_PROBE", []
     cached = _END_OF_TURN.get(tokenizer)
     if cached is not None and cached[0] == template:

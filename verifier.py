@@ -97,7 +97,7 @@ def _last_number(text: str, window: int = 2000) -> str | None:
 # -- text normalisation: what a grader ignores --------------------------------------------
 
 _REPLACE = [  # (pattern, replacement), applied in order; every pattern is linear-time
-    (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)\s*\.?(?![A-Za-z])"), ""),  # \left( -> (, \right.
+    (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)\s*\.?(?![A-Za-z])"), ""),  # `\left(` -> `(`
     (re.compile(r"\\!"), ""),
     (re.compile(r"\\[,;: ]|\\q?quad|\\displaystyle|~"), " "),
     (re.compile(r"\\?\$"), ""),
@@ -187,11 +187,8 @@ def _same_expr(a: sympy.Expr, b: sympy.Expr, budget: _Budget) -> bool:
     if any(power.exp.is_negative and power.base.is_Add for power in difference.atoms(sympy.Pow)):
         # 1/(1+x) terms: over a common denominator
         difference = sympy.fraction(sympy.together(difference))[0]
-    size = expansion_bound(difference, budget.terms)
-    budget.terms -= size
-    if budget.terms < 0:
-        return False
-    return sympy.expand(difference) == 0
+    budget.terms -= expansion_bound(difference, budget.terms)
+    return budget.terms >= 0 and sympy.expand(difference) == 0
 
 
 def _same_items(a: tuple, b: tuple, ordered: bool, budget: _Budget) -> bool:
@@ -225,9 +222,8 @@ def _same_value(a, b, budget: _Budget) -> bool:
 
 
 def parse_gold(gold: str):
-    """The value the verifier reads from a gold answer (bare, or in a `\\boxed{}` /
-    `Answer:` / `####` format), or None when it cannot read it: then only a completion
-    whose answer is the same text (after `normalise`) scores 1."""
+    """The value read from a gold answer (bare, or marked as a completion's answer is), or None:
+    then only a completion whose answer is the same text (after `normalise`) scores 1."""
     return _read_gold(gold)[1]
 
 

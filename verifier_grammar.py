@@ -369,11 +369,6 @@ def _arith(left, right, op, parser=None):
     return _check_finite(left / right)
 
 
-def _expanded_terms(count: int, power: int) -> int:
-    """Upper bound on the terms of (a_1 + ... + a_count)^power once expanded."""
-    return math.comb(power + count - 1, count - 1)
-
-
 def bounded_power(base, exponent, parser=None):
     """base^exponent, refusing anything whose size cannot be bounded before computing it:
     the exponent must be a rational p/q with |p| <= MAX_EXPONENT, q <= MAX_ROOT, and the
@@ -394,17 +389,17 @@ def bounded_power(base, exponent, parser=None):
     elif abs(p) > 1:
         if abs(p) > MAX_SYMBOLIC_EXPONENT or base.has(sympy.oo):
             raise Unreadable("power of an expression too large")
-        if base.is_Add and _expanded_terms(len(base.args), abs(p)) > MAX_EXPANDED_TERMS:
+        terms = len(base.args)                      # (a_1 + ... + a_terms)^|p|, expanded:
+        if base.is_Add and math.comb(abs(p) + terms - 1, terms - 1) > MAX_EXPANDED_TERMS:
             raise Unreadable("power of a sum too large")          # checked before building it
     return _check_size(sympy.Pow(base, exponent))
 
 
 @functools.lru_cache(maxsize=4096)              # parsing checks each product: children are cached
 def expansion_bound(expr, cap: int) -> int:
-    """Upper bound on the terms of sympy.expand(expr), or cap + 1 once it exceeds cap:
-    sums add, products multiply, a positive integer power of a t-term sum gives
-    C(n + t - 1, t - 1). Checked before expanding (sympy merges (1+x)^64 (1+x)^64 into a
-    power the parser never saw)."""
+    """Upper bound on the terms of sympy.expand(expr), or cap + 1 once above cap: sums add,
+    products multiply, a power n of a t-term sum gives C(n + t - 1, t - 1). Checked on each
+    product: sympy merges (1+x)^64 (1+x)^64 into a power the parser never saw."""
     if expr.is_Add or expr.is_Mul:
         total = 0 if expr.is_Add else 1
         for arg in expr.args:
@@ -417,7 +412,7 @@ def expansion_bound(expr, cap: int) -> int:
         terms = expansion_bound(expr.base, cap)
         if terms > 1 and int(expr.exp) > cap:
             return cap + 1
-        return min(_expanded_terms(terms, int(expr.exp)), cap + 1) if terms > 1 else 1
+        return min(math.comb(int(expr.exp) + terms - 1, terms - 1), cap + 1) if terms > 1 else 1
     return 1
 
 

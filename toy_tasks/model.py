@@ -141,8 +141,7 @@ def file_sha256(path: str) -> str:
 
 
 def save_warmup_file(model, path: str) -> str:
-    """The toy policy's weights as one safetensors file (the tokenizer and config are
-    rebuilt from code); returns the file's sha256."""
+    """The toy policy's weights as one safetensors file (tokenizer, config: from code) -> sha256."""
     from safetensors.torch import save_model
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     save_model(model, path, metadata={"format": "pt"})
