@@ -276,9 +276,7 @@ def format_prompt(tokenizer, prompt) -> str:
         messages = prompt if isinstance(prompt, list) else [
             {"role": "user", "content": f"{prompt}\n{BOXED_INSTRUCTION}"}]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    if isinstance(prompt, list):
-        return "\n".join(m["content"] for m in prompt)
-    return str(prompt)
+    return "\n".join(m["content"] for m in prompt) if isinstance(prompt, list) else str(prompt)
 
 
 def stop_token_ids(tokenizer, generation_config=None) -> list[int]:

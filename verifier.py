@@ -45,29 +45,24 @@ def _braced(text: str, start: int) -> str | None:
     return None
 
 
-def _last_marker(text: str):
-    """The match of the last answer marker in `text`, found from the end (fast on 200k)."""
-    best = None
+def _marked_answer(text: str) -> tuple[bool, str | None]:
+    """(whether `text` has an answer marker, the answer after the last one). The last marker
+    decides, readable or not; it is found from the end (fast on 200k characters)."""
+    last = None
     for literal in ("\\boxed", "\\fbox", "Answer", "####"):
         end = len(text)
-        while (pos := text.rfind(literal, 0, end)) >= 0 and (best is None or pos > best.start()):
+        while (pos := text.rfind(literal, 0, end)) >= 0 and (last is None or pos > last.start()):
             match = _MARKERS.match(text, pos)
             if match:
-                best = match
+                last = match
                 break
             end = pos + len(literal) - 1
-    return best
-
-
-def _marked_answer(text: str) -> tuple[bool, str | None]:
-    """(whether `text` has an answer marker, the answer after the last one)."""
-    last_marker = _last_marker(text)                 # the last marker decides, readable or not
-    if last_marker is None:
+    if last is None:
         return False, None
-    if last_marker.group().startswith("\\"):
-        answer = _braced(text, last_marker.end())    # None when truncated: no answer
+    if last.group().startswith("\\"):
+        answer = _braced(text, last.end())           # None when truncated: no answer
     else:
-        answer = text[last_marker.end():].split("\n", 1)[0]
+        answer = text[last.end():].split("\n", 1)[0]
         if len(answer) <= MAX_ANSWER_CHARS:          # longer answers are refused anyway
             answer = _MINERVA_SUFFIX.sub("", _MINERVA_PREFIX.sub("", answer, count=1))
     answer = answer.strip().rstrip(".").strip() if answer is not None else ""
@@ -154,9 +149,8 @@ def parse_value(answer: str | None):
         return parse_answer(text)
     except Exception:                                # Unreadable, or sympy refusing an operation
         pass
-    if len(text) <= MAX_WORD_CHARS and _WORD_ANSWER.fullmatch(text):
-        return " ".join(text.lower().split())        # `\text{Monday}` = `monday`
-    return None
+    word = len(text) <= MAX_WORD_CHARS and _WORD_ANSWER.fullmatch(text)
+    return " ".join(text.lower().split()) if word else None    # `\text{Monday}` = `monday`
 
 
 # -- exact comparison ---------------------------------------------------------------------
