@@ -223,8 +223,7 @@ def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
     """Model (or adapter) and optimizer states, RNG states, the step and the metrics lines since
     the last checkpoint (they restore a file a power cut left behind), as plain data, atomically."""
     state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
-             "torch_rng": torch.get_rng_state(),
-             "python_rng": random.getstate(),                   # (int, tuple of ints, None)
+             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),  # plain data
              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
              "metrics": list(metrics_lines)}
     write_atomic(path, "", write=lambda f: torch.save(state, f))
@@ -356,7 +355,6 @@ class Run:
     """The bookkeeping around grpo_ba.train()'s loop, so that train() reads as the loop. Created,
     it sets the device and threads; a bad directory or checkpoint fails before any training. A
     `log` that is a RunLogger too (grpo_ba_plots.Progress) is also one of the loggers."""
-
     def __init__(self, args, log=print, loggers=()):
         self.device = pick_device(args.device)    # a missing device: before any directory
         if not args.model:

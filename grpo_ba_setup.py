@@ -76,7 +76,6 @@ def toy_task(world, tokenizer, warmup: dict | None = None) -> Task:
 
 
 # ------------------------------------------------------------------ a real model
-
 def check_model_path(name_or_path: str):
     """A local directory or something shaped like a hub id ("org/name")."""
     is_hub_id = name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/", "~"))
@@ -131,9 +130,9 @@ def load_tokenizer(name_or_path: str):
 
 
 # ------------------------------------------------------------------ a dataset, every row checked
-# The checks of the course and the lab (grpo_ba_lab/plumbing/real_data.py adds its columns,
-# JSON arrays, counts and --skip-bad-rows): a gold the verifier can never reward, or a prompt
-# the policy cannot be fed, is wrong data in the very signal this project studies.
+# Checks shared with the lab (plumbing/real_data.py adds columns, counts, --skip-bad-rows): a
+# gold the verifier never rewards, or a prompt the policy cannot be fed, corrupts the very signal
+# this project studies.
 
 MISSING = object()                               # a column a row does not have at all
 PROBLEMS = {"malformed_json": "malformed JSON", "missing_prompt": "no prompt",
@@ -150,11 +149,10 @@ def read_dataset(source: str, tokenizer=None, max_tokens: int = 0, why: str = ""
     first row training cannot use stops the run in one line naming file, row and problem."""
     rows = []
     for where, row in read_records(source):
-        prompt, answer = (MISSING, MISSING) if isinstance(row, str) else (
-            row.get("prompt", MISSING), row.get("answer", MISSING))
-        problem = (("malformed_json", row) if isinstance(row, str) else prompt_problem(prompt)
-                   or answer_problem(answer)
-                   or measure_prompt(tokenizer, prompt, max_tokens, why)[1])
+        fields = {} if isinstance(row, str) else row     # a str: why the line is not JSON
+        prompt, answer = fields.get("prompt", MISSING), fields.get("answer", MISSING)
+        problem = (("malformed_json", row) if isinstance(row, str) else prompt_problem(prompt) or
+                   answer_problem(answer) or measure_prompt(tokenizer, prompt, max_tokens, why)[1])
         if problem:
             raise SetupError(f"{source} {where}: {PROBLEMS[problem[0]]} ({problem[1]})")
         rows.append({"prompt": prompt, "answer": as_gold(answer)})
@@ -266,7 +264,6 @@ def split_heldout(rows: list, heldout: int, seed: int = 0):
 
 
 # ------------------------------------------------------------------ chat templates and stops
-
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 

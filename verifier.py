@@ -82,15 +82,13 @@ def _last_number(text: str, window: int = 2000) -> str | None:
     """The last number in `text`, looking at its last `window` characters first (fast on
     100k-character texts); the whole text when the window holds none or starts mid-number."""
     text = text[: max(text.rfind(digit) for digit in "0123456789") + 1]     # ends at the last digit
-    tail = _THOUSANDS.sub("", text[-window:])
-    numbers = list(_NUMBER.finditer(tail))
+    numbers = list(_NUMBER.finditer(_THOUSANDS.sub("", text[-window:])))
     if len(text) > window and (not numbers or numbers[-1].start() <= 1):
         numbers = list(_NUMBER.finditer(_THOUSANDS.sub("", text)))
     return numbers[-1].group() if numbers else None
 
 
 # -- text normalisation: what a grader ignores --------------------------------------------
-
 _REPLACE = [  # (pattern, replacement), applied in order; every pattern is linear-time
     (re.compile(r"\\(?:left|right|[bB]igg?[lr]?)\s*\.?(?![A-Za-z])"), ""),  # `\left(` -> `(`
     (re.compile(r"\\!"), ""),
@@ -154,7 +152,6 @@ def parse_value(answer: str | None):
 
 
 # -- exact comparison ---------------------------------------------------------------------
-
 class _Budget:
     """Terms that the comparisons of one `verify` call may still expand (sets compare pairwise)."""
     def __init__(self, terms: int = MAX_COMPARE_TERMS):
@@ -251,13 +248,12 @@ def verify(completion: str, gold) -> float:
     (exact, symbolic), or the same text after `normalise` (`10^{10^{10}}` is judged so, without
     computing it). `gold` may be a list or tuple of acceptable answers: right if any matches."""
     try:
-        golds = gold if isinstance(gold, (list, tuple)) else [gold]
         answer = extract_answer(completion)
         text = normalise(answer)
         if text is None:
             return 0.0
         value = parse_value(answer)
-        for one_gold in golds:
+        for one_gold in gold if isinstance(gold, (list, tuple)) else [gold]:
             gold_text, gold_value = _read_gold(one_gold)
             if gold_text == text or (value is not None and gold_value is not None
                                      and _same_value(value, gold_value, _Budget())):
@@ -268,12 +264,11 @@ def verify(completion: str, gold) -> float:
 
 
 # -- from the shell -----------------------------------------------------------------------
-
 def explain(completion: str, golds: list[str]) -> list[str]:
     """The reward, then what was read: each line `what: text -> value` (None: unreadable)."""
     answer = extract_answer(completion)
-    read = parse_value(answer) if answer is not None else None
-    lines = [f"{verify(completion, golds):.0f}", f"completion's answer: {answer!r} -> {read}"]
+    lines = [f"{verify(completion, golds):.0f}",
+             f"completion's answer: {answer!r} -> {parse_value(answer)}"]
     return lines + [f"gold: {gold!r} -> {parse_gold(gold)}" for gold in golds]
 
 

@@ -219,8 +219,7 @@ class AnswerParser:
             return self._group()
         if token in ("+", "-"):                     # `2^-1`
             self._take()
-            value = self._exponent()
-            return -value if token == "-" else value
+            return -self._exponent() if token == "-" else self._exponent()
         if token is not None and (token[0].isdigit() or token.isalpha() and len(token) == 1):
             self._take()
             return self._number(token) if token[0].isdigit() else sympy.Symbol(token)
@@ -333,7 +332,6 @@ class AnswerParser:
 
 
 # -- bounded arithmetic ------------------------------------------------------------------
-
 def _check_finite(value):
     if value.has(sympy.zoo, sympy.nan):
         raise Unreadable("undefined value")

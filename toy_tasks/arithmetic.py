@@ -164,8 +164,7 @@ def length_stats(lengths: torch.Tensor, rewards: torch.Tensor) -> dict[str, floa
     right, wrong = lengths[rewards > 0.5], lengths[rewards <= 0.5]
     len_right = right.mean().item() if right.numel() else float("nan")
     len_wrong = wrong.mean().item() if wrong.numel() else float("nan")
-    mean = lengths.mean().item()
-    std = lengths.std(unbiased=False).item()
+    mean, std = lengths.mean().item(), lengths.std(unbiased=False).item()
     return {"len_mean": mean, "len_std": std, "len_right": len_right, "len_wrong": len_wrong,
             "wrong_over_right": (len_wrong / len_right if right.numel() and len_right > 0
                                  else float("nan")),

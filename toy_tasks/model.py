@@ -99,18 +99,16 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
     return model, tokenizer, time.time() - start
 
 
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo, else platform), e.g. 'AMD EPYC 7B13'."""
-    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as f:
-        return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    import platform
-    return platform.processor() or platform.machine()
-
-
 def machine_variant() -> dict:
     """This process's floating-point path (CPU, kernels: `ATEN_CPU_CAPABILITY` forces them,
     threads, torch), in which long toy trainings are chaotic (docs/toy-designs.md)."""
-    return {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    cpu = None                                  # e.g. 'AMD EPYC 7B13'
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as f:
+        cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    if cpu is None:
+        import platform
+        cpu = platform.processor() or platform.machine()
+    return {"cpu_model": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
             "threads": torch.get_num_threads(), "torch": torch.__version__}
 
