@@ -264,14 +264,11 @@ def split_heldout(rows: list, heldout: int, seed: int = 0):
 
 
 # ------------------------------------------------------------------ chat templates and stops
-BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-
-
 def format_prompt(tokenizer, prompt) -> str:
     """The text the policy continues: the chat template (asking for \\boxed{}), else the prompt."""
     if getattr(tokenizer, "chat_template", None):
-        messages = prompt if isinstance(prompt, list) else [
-            {"role": "user", "content": f"{prompt}\n{BOXED_INSTRUCTION}"}]
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": f"{prompt}"
+            "\nPlease reason step by step, and put your final answer within \\boxed{}."}]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return "\n".join(m["content"] for m in prompt) if isinstance(prompt, list) else str(prompt)
 

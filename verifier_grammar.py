@@ -19,8 +19,7 @@ parser build sympy objects directly, with bounds that keep every parse and compa
 
 Values: a sympy Expr; `Brackets(open, close, items)` for tuples and intervals (the brackets
 are kept, so `[2, 5)` != `(2, 5)` and `(-1, 3)` != `(3, -1)`); `AnswerSet(items)`; a sympy
-Set for unions of intervals. Anything else raises `Unreadable`.
-"""
+Set for unions of intervals. Anything else raises `Unreadable`."""
 import functools
 import math
 import re
@@ -43,6 +42,7 @@ MAX_OPERANDS = 32             # terms of a sum or factors of a product (sympy fl
 GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "theta", "lambda", "mu", "phi",
          "psi", "omega", "rho", "sigma", "tau"}
 FRAC = {"\\frac", "\\dfrac", "\\tfrac", "\\cfrac"}
+CONSTANTS = {"\\pi": sympy.pi, "\\infty": sympy.oo}
 OPEN = {"(": "(", "[": "[", "\\langle": "(", "\\{": "{", "\\lbrace": "{"}
 CLOSE = {")": ")", "]": "]", "\\rangle": ")", "\\}": "}", "\\rbrace": "}"}
 TIMES = {"*", "\\cdot", "\\times"}
@@ -268,16 +268,12 @@ class AnswerParser:
             return _arith(numerator, denominator, "/", self)
         if token == "\\sqrt":
             return self._sqrt()
-        if token == "\\pi":
-            return sympy.pi
-        if token == "\\infty":
-            return sympy.oo
-        if token.isalpha():
-            if len(token) > 1:
-                raise Unreadable("a word, not a variable")
-            return sympy.Symbol(token)
-        if token[1:] in GREEK:
-            return sympy.Symbol(token[1:])
+        if token in CONSTANTS:
+            return CONSTANTS[token]
+        if token.isalpha() and len(token) > 1:
+            raise Unreadable("a word, not a variable")
+        if token.isalpha() or token[1:] in GREEK:
+            return sympy.Symbol(token.lstrip("\\"))
         if token == "{":
             self.pos -= 1
             return self._group()

@@ -17,12 +17,9 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Con
 from toy_tasks.arithmetic import VOCAB_CHARS, ToyWorld, make_problems, warmup_corpus
 
 
-SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
-
-
 def char_tokenizer(chars: str = VOCAB_CHARS) -> PreTrainedTokenizerFast:
     """One token per character, plus <pad> <bos> <eos> <unk>: a real HF fast tokenizer."""
-    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + list(chars))}
+    vocab = {tok: i for i, tok in enumerate(["<pad>", "<bos>", "<eos>", "<unk>", *chars])}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     backend.decoder = decoders.Fuse()
@@ -122,8 +119,7 @@ def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> 
         corpus.pop("endless_slips", None)
     # the floating-point path is part of the key: a long warm-up trained with other kernels or
     # threads is another policy (docs/toy-designs.md), and must never be served in its place
-    machine = machine_variant()
-    fp_path = {name: machine[name] for name in ("cpu_capability", "threads")}
+    fp_path = {k: v for k, v in machine_variant().items() if k in ("cpu_capability", "threads")}
     key = json.dumps({"world": corpus, "steps": steps, "seed": seed, "fp_path": fp_path,
                       "version": 9}, sort_keys=True)
     return os.path.join(os.path.expanduser(cache_dir),
