@@ -159,9 +159,8 @@ class _Budget:
 
 
 def _same_expr(a: sympy.Expr, b: sympy.Expr, budget: _Budget) -> bool:
-    """Exact symbolic equality of two parsed expressions, with no simplify (it can hang):
-    structural equality, then the numerator of (a - b) over a common denominator expands
-    to 0. A comparison that would expand more terms than the budget left is judged unequal."""
+    """Exact symbolic equality, with no simplify (it can hang): structural, else the numerator of
+    (a - b) over a common denominator expands to 0; unequal if that would overspend the budget."""
     if a == b:
         return True
     infinite = (sympy.oo, -sympy.oo, sympy.zoo, sympy.nan)

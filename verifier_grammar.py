@@ -81,7 +81,6 @@ class AnswerParser:
                 raise Unreadable("answer too long")
         self.pos = self.depth = self.divisions_by_sums = 0
 
-    # -- token helpers -------------------------------------------------------------------
     def _peek(self):
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
@@ -100,7 +99,6 @@ class AnswerParser:
         if self.depth > MAX_DEPTH:
             raise Unreadable("nested too deeply")
 
-    # -- grammar -------------------------------------------------------------------------
     def parse(self):
         if not self.tokens:
             raise Unreadable("empty")
@@ -364,9 +362,8 @@ def _arith(left, right, op, parser=None):
 
 
 def bounded_power(base, exponent, parser=None):
-    """base^exponent, refusing anything whose size cannot be bounded before computing it:
-    the exponent must be a rational p/q with |p| <= MAX_EXPONENT, q <= MAX_ROOT, and the
-    result small (digits of a rational power; terms of an expanded power of a sum)."""
+    """base^exponent, refused unless its size is bounded before computing it: an exponent p/q with
+    |p| <= MAX_EXPONENT, q <= MAX_ROOT, a small result (digits; terms of a power of a sum)."""
     if not (isinstance(base, sympy.Expr) and isinstance(exponent, sympy.Rational)):
         raise Unreadable("exponent must be a number")      # rejects towers such as x^{y^z}
     p, q = int(exponent.p), int(exponent.q)
