@@ -223,7 +223,8 @@ def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
     """Model (or adapter) and optimizer states, RNG states, the step and the metrics lines since
     the last checkpoint (they restore a file a power cut left behind), as plain data, atomically."""
     state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
-             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),  # plain data
+             "torch_rng": torch.get_rng_state(),
+             "python_rng": random.getstate(),                   # (int, tuple of ints, None)
              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
              "metrics": list(metrics_lines)}
     write_atomic(path, "", write=lambda f: torch.save(state, f))

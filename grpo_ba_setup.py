@@ -233,8 +233,9 @@ def answer_problem(answer, column: str = "answer"):
 
 
 def measure_prompt(tokenizer, prompt, max_tokens: int = 0, why: str = ""):
-    """(tokens as rollout() feeds the prompt, chat template included; (kind, detail) if the template
-    refuses it or it exceeds max_tokens, 0: no limit); (None, None) without a tokenizer."""
+    """(tokens, problem): the prompt's length as the policy is fed it (chat template, then
+    tokens as rollout() makes them), and (kind, detail) if the template refuses it or it
+    exceeds max_tokens (0: no limit); (None, None) without a tokenizer."""
     if tokenizer is None:
         return None, None
     try:

@@ -212,7 +212,7 @@ def _same_value(a, b, budget: _Budget) -> bool:
 
 
 def parse_gold(gold: str):
-    """The value read from a gold answer (bare, or marked as a completion's answer is), or None:
+    """The value read from a gold answer (bare, or after `\\boxed{}` / `Answer:` / `####`), or None:
     then only a completion whose answer is the same text (after `normalise`) scores 1."""
     return _read_gold(gold)[1]
 
