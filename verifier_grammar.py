@@ -45,8 +45,7 @@ FRAC = {"\\frac", "\\dfrac", "\\tfrac", "\\cfrac"}
 CONSTANTS = {"\\pi": sympy.pi, "\\infty": sympy.oo}
 OPEN = {"(": "(", "[": "[", "\\langle": "(", "\\{": "{", "\\lbrace": "{"}
 CLOSE = {")": ")", "]": "]", "\\rangle": ")", "\\}": "}", "\\rbrace": "}"}
-TIMES = {"*", "\\cdot", "\\times"}
-DIVIDE = {"/", "\\div"}
+TIMES, DIVIDE = {"*", "\\cdot", "\\times"}, {"/", "\\div"}
 
 PLUS_MINUS = sympy.Symbol("plus_minus")    # no answer can name it: words are not variables
 _TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+|\\[A-Za-z]+|\\[{}]|[A-Za-z]+|[-+*/^()\[\]{},=_])")
