@@ -13,7 +13,7 @@ then a --preset or --design, then the file, then the flags typed.
 `provenance` says what produced a run: library versions, the git commit of this code
 (None outside a checkout, with a flag for uncommitted changes), the device and its
 accelerator. The CPU model, torch's CPU capability, the threads and torch's version are
-grpo_ba_run.machine_variant's; `write_provenance` records both, once per start, in run.json.
+toy_tasks.model.machine_variant's; `write_provenance` records both, once per start, in run.json.
 
 --config ignores the keys that are not settings (`output_dir`, `resume`, `config`:
 where a run goes is typed, and a run's args.json names its own directory) and the
@@ -168,7 +168,7 @@ def git_state() -> dict:
 def provenance(device) -> dict:
     """What produced a run besides the machine variant, as one JSON-ready dict: the
     machine variant (CPU model, torch's CPU capability, threads, torch's version) is
-    grpo_ba_run.machine_variant's, recorded beside it in run.json, never twice. `device`: the
+    toy_tasks.model.machine_variant's, recorded beside it in run.json, never twice. `device`: the
     torch.device (or its name) the run trains on."""
     import torch
     device = torch.device(device)

@@ -84,7 +84,7 @@ def test_provenance_names_versions_commit_and_device_and_leaves_the_cpu_to_the_m
     json.dumps(record)                                          # JSON-ready
     assert record["packages"]["transformers"] and record["python"].count(".") == 2
     assert record["device"] == "cpu" and record["accelerator"] is None
-    assert "torch" not in record["packages"] and "cpu" not in record    # grpo_ba_run.machine_variant's facts
+    assert "torch" not in record["packages"] and "cpu" not in record    # toy_tasks.model.machine_variant's facts
     if not git("rev-parse", "HEAD"):
         pytest.skip("not a git checkout")
     assert record["git"]["commit"] == git("rev-parse", "HEAD")
