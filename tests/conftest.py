@@ -54,6 +54,21 @@ def verl_base_config():
                                        "_generated_ppo_trainer.yaml"))
 
 
+def verl_actor_config(base, prompts: int, mode: str, group_size: int, eps_low: float, eps_high: float):
+    """A copy of verl's config for `prompts` groups of `group_size` in one mini-batch, one row per
+    micro-batch, with this loss mode and clip range: (config, its actor node)."""
+    import copy
+    cfg = copy.deepcopy(base)
+    cfg.data.train_batch_size = prompts
+    cfg.actor_rollout_ref.rollout.n = group_size
+    actor = cfg.actor_rollout_ref.actor
+    actor.ppo_mini_batch_size = prompts
+    actor.ppo_micro_batch_size_per_gpu = 1
+    actor.loss_agg_mode = mode
+    actor.clip_ratio_low, actor.clip_ratio_high = eps_low, eps_high
+    return cfg, actor
+
+
 # ------------------------------------------------------------------ the quick tier
 # `python -m pytest -q -m "not slow"`: the math core, the rules, the verifier, the command
 # line and the study commands' parsing, in about two minutes on a 2-core CPU. A test is

@@ -2,7 +2,6 @@
 compute_policy_loss_vanilla, token by token, on negative-advantage tokens whose ratio is
 above clip_ratio_c; off by default; and Balanced Aggregation through verl equal to
 grpo_ba's J_BA with the dual clip on (issue 32, item 7)."""
-import copy
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
 import grpo_ba_lab.integrations.verl_balanced as vb  # noqa: E402
+from conftest import verl_actor_config  # noqa: E402
 from grpo_ba import aggregate_balanced, clipped_token_loss  # noqa: E402
 
 EPS_LOW, EPS_HIGH, C = 0.2, 0.28, 3.0
@@ -22,14 +22,8 @@ G = 4
 
 
 def actor(base, clip_ratio_c=C, mode="token-mean", prompts=2):
-    cfg = copy.deepcopy(base)
-    cfg.data.train_batch_size = prompts
-    cfg.actor_rollout_ref.rollout.n = G
-    a = cfg.actor_rollout_ref.actor
-    a.ppo_mini_batch_size = prompts
-    a.ppo_micro_batch_size_per_gpu = 1
-    a.loss_agg_mode = mode
-    a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c = EPS_LOW, EPS_HIGH, clip_ratio_c
+    cfg, a = verl_actor_config(base, prompts, mode, G, EPS_LOW, EPS_HIGH)
+    a.clip_ratio_c = clip_ratio_c
     return cfg, omega_conf_to_dataclass(a)
 
 

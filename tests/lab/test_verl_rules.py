@@ -7,7 +7,6 @@ ray_trainer.compute_advantage, compute_policy_loss_vanilla + agg_loss with the g
 its ppo_loss sets, seqlen_balancing's partitions. The policy is a leaf tensor of
 log-probabilities, so gradients are compared token by token.
 """
-import copy
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions  # noqa: E402
 
 import grpo_ba_lab.integrations.verl_balanced as vb  # noqa: E402
+from conftest import verl_actor_config  # noqa: E402
 from grpo_ba import AGGREGATORS, aggregate_sequence, aggregate_token, clipped_token_loss  # noqa: E402
 
 pytestmark = pytest.mark.slow                     # verl's trainer config and loss code, on CPU
@@ -42,14 +42,7 @@ def fresh_module_state(monkeypatch):
 
 
 def trainer_config(base, prompts, estimator, mode="token-mean", norm=True):
-    cfg = copy.deepcopy(base)
-    cfg.data.train_batch_size = prompts
-    cfg.actor_rollout_ref.rollout.n = G
-    actor = cfg.actor_rollout_ref.actor
-    actor.ppo_mini_batch_size = prompts
-    actor.ppo_micro_batch_size_per_gpu = 1
-    actor.loss_agg_mode = mode
-    actor.clip_ratio_low, actor.clip_ratio_high = EPS_LOW, EPS_HIGH
+    cfg, _ = verl_actor_config(base, prompts, mode, G, EPS_LOW, EPS_HIGH)
     cfg.algorithm.adv_estimator = estimator
     cfg.algorithm.norm_adv_by_std_in_grpo = norm
     return cfg
