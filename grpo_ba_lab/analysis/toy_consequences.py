@@ -490,13 +490,21 @@ ACCURACY_KEYS = ("last_acc", "peak_acc", "drop", "tail_acc", "acc_area")
 NO_VERDICT = "no verdict"
 
 
-def manipulation_text(name: str, by_rule: dict) -> str:
-    """The registered manipulation check's outcome, as the report prints it ('' if none)."""
+def _manipulation(name: str, by_rule: dict):
+    """(check, value): a design's registered manipulation check {rule, key, most} and the mean
+    over that rule's runs of its per-run METRICS value ((None, None) if it registered none)."""
     check = REGISTRATIONS[name].get("manipulation")
     if not check:
-        return ""
+        return None, None
     fn = dict((key, f) for key, _, f in METRICS)[check["key"]]
-    value = paired_stats.mean_finite(fn(m) for m in by_rule[check["rule"]].values())
+    return check, paired_stats.mean_finite(fn(m) for m in by_rule[check["rule"]].values())
+
+
+def manipulation_text(name: str, by_rule: dict) -> str:
+    """The registered manipulation check's outcome, as the report prints it ('' if none)."""
+    check, value = _manipulation(name, by_rule)
+    if not check:
+        return ""
     outcome = ("passed" if value <= check["most"] else
                "failed: the design claims no accuracy verdict")
     return (f"Manipulation check (registered): {check['rule']}'s {check['key']} (weight share on right "
@@ -506,15 +514,10 @@ def manipulation_text(name: str, by_rule: dict) -> str:
 
 def manipulation_failed(name: str, by_rule: dict) -> str:
     """Why a design's registered manipulation check failed ('' when it passed or the design
-    registered none): {rule, key, most} in REGISTRATIONS: the mean over that rule's runs of
-    a per-run METRICS value must be at most `most` (strong-band: token's run-mean weight share
-    on right answers <= 0.40, or the coupling was not strong and no accuracy verdict is made)."""
-    check = REGISTRATIONS[name].get("manipulation")
-    if not check:
-        return ""
-    fn = dict((key, f) for key, _, f in METRICS)[check["key"]]
-    value = paired_stats.mean_finite(fn(m) for m in by_rule[check["rule"]].values())
-    if value <= check["most"]:
+    registered none; strong-band: token's run-mean weight share on right answers must be at
+    most 0.40, or the coupling was not strong and no accuracy verdict is made)."""
+    check, value = _manipulation(name, by_rule)
+    if not check or value <= check["most"]:
         return ""
     return (f"the manipulation failed: {check['rule']}'s {check['key']} averaged {value:.3f} over its "
             f"runs, above the registered {check['most']:.2f}")
