@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import grpo_ba_run  # noqa: E402
 from grpo_ba_args import run_command  # noqa: E402
+from toy_tasks import designs  # noqa: E402
 
 # Okabe-Ito, for any colour vision. Where two rules' lines coincide (sequence, balanced at 1/2 or
 # 0; token, balanced at 1) both stay visible: token wide below, the others' dashes interleaved.
@@ -166,7 +167,8 @@ def story(runs: dict, args, figures) -> list[str]:
     def mean(key, sign=""):
         return lambda m: _text(_mean(_steps(m, key)[1]), 3, sign)
 
-    compare = f"--design {args.design}" if args.design != "plain" else "--seeds 5"
+    compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)   # the demo: strong-band
+    compare = f"--design {compared_by}" if args.design != "plain" else "--seeds 5"
     return ["", f"What each rule did (design {args.design}, seed {args.seed}, {args.steps} steps):",
             f"{'':<40}" + "".join(f"{rule:>15}" for rule in runs),
             row("weight share on right answers, mean", mean("pos_share")),

@@ -23,7 +23,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_the_demo_runs_design_demo_and_typed_flags_win():
     args = parse_args([])
     assert args.design == "demo" and args.aggregator == "all"
-    assert (args.spread_size, args.gap_size, args.warmup_steps, args.steps, args.eval_prompts) == (8, 18, 1000, 30, 729)
+    assert (args.spread_size, args.gap_size, args.force_frac, args.warmup_steps, args.steps, args.eval_prompts) == (
+        0, 30, 0.5, 1000, 30, 729)
     typed = parse_args(["--steps", "60", "--spread-size", "4"])
     assert (typed.design, typed.steps, typed.spread_size, typed.warmup_steps) == ("demo", 60, 4, 1000)
 
@@ -38,14 +39,15 @@ def test_everything_but_the_demo_keeps_the_plain_toy(argv, study):
         plain.spread_size, plain.warmup_steps, plain.steps, plain.eval_prompts)
 
 
-def test_demo_design_is_spread_room_cut_to_30_steps():
-    demo, spread = designs.design_flags("demo"), designs.design_flags("spread-room")
-    toy_knobs = ("regime", "slip_style", "gap_size", "spread_size", "force_frac", "warmup_steps", "lr", "eval_prompts")
-    assert {k: demo[k] for k in toy_knobs} == {k: spread[k] for k in toy_knobs}
-    assert (demo["steps"], spread["steps"]) == (30, 300)
+def test_demo_design_is_one_seed_of_strong_band_from_a_shipped_warmup():
+    demo, strong = designs.design_flags("demo"), designs.design_flags("strong-band")
+    differs = ("seed", "eval_every")          # the demo evaluates every 10 steps: under a minute
+    assert {k: v for k, v in demo.items() if k not in differs} == {k: v for k, v in strong.items() if k not in differs}
+    assert (demo["eval_every"], strong["eval_every"]) == (10, 5)
+    assert designs.DESIGNS["demo"]["seeds"] == {"native-2t": (20,)} and designs.shipped_warmup("demo", 20)
     args = parse_args([])
     schedule = [s for s in range(demo["steps"]) if grpo_ba_run.evaluates(s, args.eval_every, *designs.dense_eval("demo"))]
-    assert schedule == [0, 2, 4, 5, 6, 8, 10, 15, 20, 25]   # before these steps' updates; then step 30, after the last
+    assert schedule == [0, 10, 20]   # before these steps' updates; then step 30, after the last
 
 
 def test_a_named_design_sets_its_knobs_for_a_single_rule_too():

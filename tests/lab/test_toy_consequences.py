@@ -130,7 +130,7 @@ def test_named_designs_are_the_pre_registered_version_2_settings():
     assert (loop.slip_style, loop.gap_size, loop.warmup_steps, loop.lr, loop.steps) == ("loop", 18, 600, 1e-4, 300)
     assert (loop.warmup_seed, loop.seed) == (-1, 30)                      # each seed its own warm-up
     assert tc.DESIGNS["loop-gap"]["seeds"] == {"native-2t": (30, 31, 32), "default-1t": (33, 34, 35)}
-    assert tc.DESIGNS["demo"]["seeds"] == {"native-2t": (20, 21, 22), "default-1t": (23, 24, 25)}
+    assert tc.DESIGNS["demo-v2"]["seeds"] == {"native-2t": (20, 21, 22), "default-1t": (23, 24, 25)}
     assert _schedule(loop.steps, loop.eval_every, "loop-gap")[:3] == [0, 2, 4]
     spread = tc.design_args("spread-room")
     assert (spread.slip_style, spread.gap_size, spread.spread_size, spread.warmup_steps) == ("ramble", 18, 8, 1000)
