@@ -7,10 +7,10 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
 
     python grpo_ba.py                              # demo: shipped warm-up, then each rule, 30 steps
     python grpo_ba.py --seed 7                     # the demo on another seed (its own warm-up)
-    python grpo_ba.py --design loop-gap            # wrong answers loop in digits, 300 steps
+    python grpo_ba.py --design long-right          # right answers are the long ones
     python grpo_ba.py --aggregator balanced --steps 200                       # one run
     python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
-    python grpo_ba.py --help                       # every flag (grpo_ba_args.py)
+    python grpo_ba.py --help                       # every flag (grpo_ba_support/args.py)
     python -m grpo_ba_plots runs/demo-s20          # redraw a run directory's figures
 
 The lab (grpo_ba_lab/, docs/lab.md) builds on these functions, never the other way round.
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import torch
 
 import grpo_ba_plots
-import grpo_ba_run
-import grpo_ba_setup
-from grpo_ba_args import Args, UsageError, check_args, parse_args, run_command  # noqa: F401
-from grpo_ba_run import Run
+from grpo_ba_support import run as grpo_ba_run
+from grpo_ba_support import task as grpo_ba_setup
+from grpo_ba_support.args import Args, UsageError, check_args, parse_args, run_command  # noqa: F401
+from grpo_ba_support.run import Run
 from toy_tasks import length_stats
 from verifier import verify
 

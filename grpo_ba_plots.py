@@ -19,8 +19,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import grpo_ba_run  # noqa: E402
-from grpo_ba_args import run_command  # noqa: E402
+from grpo_ba_support import run as grpo_ba_run  # noqa: E402
+from grpo_ba_support.args import run_command  # noqa: E402
 from toy_tasks import designs  # noqa: E402
 
 # Okabe-Ito, for any colour vision. Where two rules' lines coincide (sequence, balanced at 1/2 or
@@ -167,7 +167,8 @@ def story(runs: dict, args, figures) -> list[str]:
     def mean(key, sign=""):
         return lambda m: _text(_mean(_steps(m, key)[1]), 3, sign)
 
-    compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)   # the demo: strong-band
+    # the demo's rules are compared paired over strong-band's seeds
+    compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)
     compare = f"--design {compared_by}" if args.design != "plain" else "--seeds 5"
     return ["", f"What each rule did (design {args.design}, seed {args.seed}, {args.steps} steps):",
             f"{'':<40}" + "".join(f"{rule:>15}" for rule in runs),

@@ -12,15 +12,16 @@ Equality is exact and symbolic, never by floating point (`\\sqrt{8}` = `2\\sqrt{
 equations other than `variable = value`. What is read, and how it compares: docs/verifier.md.
 
 Model output is untrusted: none of it reaches `sympify`, `parse_expr` or `eval`
-(verifier_grammar.py builds sympy objects from a fixed vocabulary, with bounds that refuse
-`10^{10^{10}}` rather than compute it); no `simplify` (it can hang); malformed input scores 0.0."""
+(grpo_ba_support/answer_grammar.py builds sympy objects from a fixed vocabulary, with bounds
+that refuse `10^{10^{10}}` rather than compute it); no `simplify` (it can hang); malformed input
+scores 0.0."""
 import functools
 import re
 
 import sympy
 
-from verifier_grammar import (AnswerSet, Brackets, Unreadable, expansion_bound, parse_answer,
-                              to_interval)
+from grpo_ba_support.answer_grammar import (AnswerSet, Brackets, Unreadable, expansion_bound,
+                                            parse_answer, to_interval)
 
 MAX_TEXT_CHARS = 200_000      # longer completions are judged on their last 200k characters
 MAX_ANSWER_CHARS = 1000       # an extracted answer longer than this is refused

@@ -148,7 +148,7 @@ CHECKS = [("packages", check_python_and_packages), ("course imports", check_cour
 def notebook_note() -> str:
     have = [name for name in ("jupyter", "nbclient", "ipykernel") if importlib.util.find_spec(name)]
     if "ipykernel" in have:
-        return "note  notebook: a Jupyter kernel is installed; open notebooks/balanced_aggregation_lab.ipynb"
+        return "note  notebook: a Jupyter kernel is installed; open exercises/balanced_aggregation_lab.ipynb"
     return ("note  notebook: no Jupyter kernel (pip install jupyter to run it); it is committed with its "
             "outputs, so it reads without running")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import grpo_ba_args
-import grpo_ba_run
-import grpo_ba_setup
-from grpo_ba_args import UsageError, arg
+from grpo_ba_support import args as grpo_ba_args
+from grpo_ba_support import run as grpo_ba_run
+from grpo_ba_support import task as grpo_ba_setup
+from grpo_ba_support.args import UsageError, arg
 from grpo_ba_lab.plumbing import report_to, rollout_engines, run_config
 from toy_tasks import GAP_SIGNS, REGIMES, SLIP_STYLES, ToyWorld, designs
 

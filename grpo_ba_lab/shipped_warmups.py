@@ -24,7 +24,7 @@ import torch
 import grpo_ba
 from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import lm_setup
-from toy_tasks import designs
+from grpo_ba_lab import designs
 from toy_tasks.model import save_warmup_file
 
 

@@ -18,8 +18,8 @@ import functools
 import sys
 
 import grpo_ba
-import grpo_ba_run
-from grpo_ba_args import run_command
+from grpo_ba_support import run as grpo_ba_run
+from grpo_ba_support.args import run_command
 from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import benchmarks, lm_setup, lora, rollout_engines, training_run
 

@@ -9,7 +9,7 @@ assets/explore-390x844.png      390x844, a phone: the coupling preset scrolled t
                                 with the shares kept in view at the top
 
 Needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver) and
-selenium (requirements-dev.txt), as tests/course/test_explore_page.py does.
+selenium (requirements/dev.txt), as tests/course/test_explore_page.py does.
 """
 import argparse
 import pathlib

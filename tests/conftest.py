@@ -18,7 +18,7 @@ _MISSING = [name for name in ("torch", "transformers", "datasets", "sympy", "mat
             if importlib.util.find_spec(name) is None]
 if _MISSING:
     pytest.exit(f"{sys.executable} lacks {', '.join(_MISSING)}: install the packages first with the README's test "
-                f"command (pip install -r requirements.txt -r requirements-dev.txt ... -c requirements-lock.txt)",
+                f"command (pip install -r requirements.txt -r requirements/dev.txt ... -c requirements/lock.txt)",
                 returncode=4)
 
 

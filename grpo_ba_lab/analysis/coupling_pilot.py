@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 
-import grpo_ba_run
-from grpo_ba_args import RULES
+from grpo_ba_support import run as grpo_ba_run
+from grpo_ba_support.args import RULES
 from grpo_ba_lab.analysis import paired_stats
 from grpo_ba_lab.analysis.toy_consequences import peak_to_last_drop
 from grpo_ba_lab.plumbing import run_dirs

@@ -34,9 +34,9 @@ import time
 from dataclasses import dataclass
 
 from grpo_ba_lab.analysis import paired_stats
-from grpo_ba_args import RULES, UsageError, arg, run_command
+from grpo_ba_support.args import RULES, UsageError, arg, run_command
 from grpo_ba_lab.lab_args import check_args, parse_command
-import grpo_ba_run
+from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_lab.plumbing import run_dirs
 from toy_tasks import ToyWorld, designs
 

@@ -22,7 +22,7 @@ import os
 import sys
 
 import grpo_ba_plots
-from grpo_ba_args import run_command
+from grpo_ba_support.args import run_command
 from grpo_ba_lab.analysis import plots, regime_map, toy_consequences
 from grpo_ba_lab.plumbing import run_dirs
 

@@ -22,11 +22,11 @@ import argparse
 import math
 import os
 
-from grpo_ba_args import RULES
+from grpo_ba_support.args import RULES
 from grpo_ba_lab.analysis import paired_stats
-import grpo_ba_run
+from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_lab.plumbing import run_dirs
-from toy_tasks import designs
+from grpo_ba_lab import designs
 from toy_tasks.designs import DESIGNS
 
 

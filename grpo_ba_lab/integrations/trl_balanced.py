@@ -79,8 +79,8 @@ Your run's rollouts for `python -m grpo_ba_lab.analysis.diagnose`: wrap the rewa
 returns the same rewards and appends one {"group", "reward", "length", "step", "run"}
 line per completion (one file per process with several processes: concatenate them).
 `run` is one id per trainer run, the same on every process, so runs appended to one
-file are never read as one batch. Runnable examples: examples/trl_balanced.py, and
-examples/trl_three_rules.py (the paper's comparison: the three rules from one start).
+file are never read as one batch. Runnable examples: grpo_ba_lab/examples/trl_balanced.py, and
+grpo_ba_lab/examples/trl_three_rules.py (the paper's comparison: the three rules from one start).
 
 Tested with trl 1.16.0 (transformers 5.24, accelerate 1.15); the [trl] extra allows
 trl>=1.16,<2. The trainer reads TRL's generation batch, a private layout a later 1.x may

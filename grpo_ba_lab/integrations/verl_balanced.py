@@ -94,7 +94,7 @@ critic/returns/* verl's GRPO advantages before the rescaling.
 
 Tested with verl 0.9.1 (installed with --no-deps: its metadata pins transformers<5.11
 and tensordict<=0.10, this project runs transformers 5.24 and tensordict 0.15.3;
-requirements-verl.txt), torch 2.13, on CPU. Limits:
+requirements/verl.txt), torch 2.13, on CPU. Limits:
 - use_kl_loss and entropy_coeff: verl adds those terms with its own agg_loss after the
   advantage enters, so they keep verl's aggregation; the policy-gradient term is the rule's.
 - policy_loss.loss_mode other than vanilla (gspo, sapo, cispo, ...): refused.

@@ -1,5 +1,5 @@
 """plumbing -- what a lab run is built from and writes to, beyond the course's own
-(grpo_ba_setup.py, grpo_ba_run.py); none of it is the algorithm.
+(grpo_ba_support/task.py, grpo_ba_support/run.py); none of it is the algorithm.
 
 - lm_setup: the lab's `build`: the toy world from --regime/--gap-size/..., any warm-up, .gguf, data
 - real_data: every --dataset row checked before anything loads; benchmarks: --eval-dataset files

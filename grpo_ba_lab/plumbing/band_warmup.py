@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 
-from grpo_ba_run import SetupError
+from grpo_ba_support.run import SetupError
 from toy_tasks.model import cached_warmup, store_warmup, warmup_cache_dir, warmup_toy_model
 
 CHECK_EVERY = 10          # warm-up steps between two checks of greedy held-out accuracy

@@ -17,7 +17,7 @@ import os
 import re
 
 from grpo_ba_lab.plumbing import lm_setup
-from grpo_ba_run import SetupError
+from grpo_ba_support.run import SetupError
 
 
 def benchmark_name(source: str) -> str:

@@ -13,7 +13,7 @@ import json
 import math
 import os
 
-import grpo_ba_run
+from grpo_ba_support import run as grpo_ba_run
 
 
 def completion_rows(step: int, prompts, completions, rewards, lengths) -> list[dict]:

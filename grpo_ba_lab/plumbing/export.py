@@ -25,7 +25,7 @@ import shlex
 import shutil
 
 from grpo_ba_lab.plumbing import run_dirs
-from grpo_ba_run import SetupError
+from grpo_ba_support.run import SetupError
 
 MARKER = "exported by grpo_ba"        # in the card's front matter: this directory may be replaced
 

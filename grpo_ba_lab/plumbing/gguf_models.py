@@ -24,7 +24,7 @@ import os
 import shutil
 import time
 
-from grpo_ba_run import SetupError
+from grpo_ba_support.run import SetupError
 
 GGUF_REQUIREMENT = "gguf>=0.19,<0.20"            # tested: 0.19.0 (transformers needs >= 0.10)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from grpo_ba_run import SetupError
-from grpo_ba_setup import (Task, check_model_path, format_prompt, load_model, load_tokenizer,
-                           split_heldout, toy_task as world_task)
+from grpo_ba_support.run import SetupError
+from grpo_ba_support.task import (Task, check_model_path, format_prompt, load_model, load_tokenizer,
+                                  split_heldout, toy_task as world_task)
 from toy_tasks import ToyWorld, designs
 from toy_tasks.model import char_tokenizer, load_or_warmup_toy, load_warmup_file
 

@@ -22,11 +22,11 @@ import torch
 
 from grpo_ba_lab.plumbing import lm_setup
 
-import grpo_ba_setup
-import grpo_ba_run
-from grpo_ba_run import SetupError
+from grpo_ba_support import task as grpo_ba_setup
+from grpo_ba_support import run as grpo_ba_run
+from grpo_ba_support.run import SetupError
 
-INSTALL_HINT = "pip install -r requirements-trl.txt (tested: peft==0.21.2)"
+INSTALL_HINT = "pip install -r requirements/trl.txt (tested: peft==0.21.2)"
 
 
 def add_adapters(policy, args, device_type: str):

@@ -6,7 +6,7 @@
 
 A reward that is silently 0 for a whole prompt is wrong data in exactly the signal this
 project studies, so every row is checked before anything trains or is written, by the checks
-the course's `python grpo_ba.py --dataset` runs too (grpo_ba_setup.py: `prompt_problem`,
+the course's `python grpo_ba.py --dataset` runs too (grpo_ba_support/task.py: `prompt_problem`,
 `answer_problem`, `measure_prompt`); this module adds nested columns, JSON arrays, a count per
 kind and --skip-bad-rows:
 
@@ -38,9 +38,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-import grpo_ba_setup
-from grpo_ba_setup import MISSING, PROBLEMS
-from grpo_ba_run import SetupError
+from grpo_ba_support import task as grpo_ba_setup
+from grpo_ba_support.task import MISSING, PROBLEMS
+from grpo_ba_support.run import SetupError
 
 SANE_CONTEXT = 10_000_000             # tokenizers without a limit say 1e30
 

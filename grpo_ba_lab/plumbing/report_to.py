@@ -21,7 +21,7 @@ import json
 import math
 import os
 
-from grpo_ba_run import SetupError
+from grpo_ba_support.run import SetupError
 
 BACKENDS = ("none", "tensorboard", "trackio", "wandb")
 INSTALL = {"tensorboard": "pip install tensorboard", "trackio": "pip install trackio", "wandb": "pip install wandb"}

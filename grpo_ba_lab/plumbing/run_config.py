@@ -31,7 +31,7 @@ import os
 import platform
 import subprocess
 
-from grpo_ba_run import SetupError
+from grpo_ba_support.run import SetupError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the checkout this code sits in
 PACKAGES = ("grpo-ba", "transformers", "tokenizers", "safetensors", "accelerate", "datasets", "numpy",
@@ -197,6 +197,6 @@ def write_provenance(run_dir: str, device, start_step: int = 0, warmup: dict | N
     at, the machine variant, this provenance and the warm-up (grpo_ba_run.record_start).
     Each start gets its own: a resumed run may run other code on another machine.
     Returns run.json's path."""
-    import grpo_ba_run
+    from grpo_ba_support import run as grpo_ba_run
     grpo_ba_run.record_start(run_dir, start_step, warmup, provenance(device))
     return os.path.join(run_dir, "run.json")

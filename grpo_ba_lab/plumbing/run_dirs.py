@@ -1,6 +1,6 @@
 """grpo_ba_lab/plumbing/run_dirs.py -- run directories as the studies see them: which runs a
 folder holds, whether each has finished, and the lines a power cut lost, restored from the
-checkpoint before a sweep decides to skip, resume or train a run (grpo_ba_run.py writes them)."""
+checkpoint before a sweep decides to skip, resume or train a run (grpo_ba_support/run.py writes them)."""
 from __future__ import annotations
 
 import glob
@@ -9,7 +9,7 @@ import os
 
 import torch
 
-from grpo_ba_run import RunError, _first_line, _note, _restore_from_checkpoint, read_metrics, write_jsonl
+from grpo_ba_support.run import RunError, _first_line, _note, _restore_from_checkpoint, read_metrics, write_jsonl
 
 
 def repair_metrics(out: str, log=_note) -> list[dict]:

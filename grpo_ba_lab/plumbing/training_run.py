@@ -13,9 +13,9 @@ import dataclasses
 import json
 import os
 
-import grpo_ba_run
+from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_lab.plumbing import completions, export, report_to, run_config
-from grpo_ba_run import RunLogger
+from grpo_ba_support.run import RunLogger
 
 
 class Provenance(RunLogger):

@@ -2,7 +2,7 @@
 
     python tests/course/compare_math_verify.py            # agreement, by kind, and every difference
 
-math-verify (requirements-dev.txt) parses with its own LaTeX grammar and sympy, under
+math-verify (requirements/dev.txt) parses with its own LaTeX grammar and sympy, under
 signal-based timeouts. It is the reference most GRPO code uses; this script only measures
 where the two verifiers judge the table's answers differently, and prints why for each kind
 of difference we have seen (docs/verifier.md has the numbers).
@@ -43,7 +43,7 @@ def main() -> int:
     try:
         import math_verify  # noqa: F401
     except ImportError:
-        print("math-verify is not installed: pip install -r requirements-dev.txt", file=sys.stderr)
+        print("math-verify is not installed: pip install -r requirements/dev.txt", file=sys.stderr)
         return 2
     rows = compare()
     agree = sum(ours == theirs for *_, ours, theirs in rows)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import grpo_ba
-import grpo_ba_args
+from grpo_ba_support import args as grpo_ba_args
 from grpo_ba_lab import lab_args
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,6 +1,6 @@
 """`python grpo_ba.py --model DIR --dataset FILE` refuses a dataset it cannot train on before
 any training: exit code 2, one stderr line naming the file, the row and the problem, nothing
-written. The checks are the lab's too (grpo_ba_setup.py, called by
+written. The checks are the lab's too (grpo_ba_support/task.py, called by
 grpo_ba_lab/plumbing/real_data.py), so the two commands refuse the same rows."""
 import json
 import os
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-import grpo_ba_setup
+from grpo_ba_support import task as grpo_ba_setup
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOOD = [json.dumps({"prompt": f"What is {i}+{i}?", "answer": str(2 * i)}) for i in range(1, 7)]

@@ -12,8 +12,8 @@ import pytest
 
 import grpo_ba
 import grpo_ba_plots
-import grpo_ba_run
-import grpo_ba_setup
+from grpo_ba_support import run as grpo_ba_run
+from grpo_ba_support import task as grpo_ba_setup
 from toy_tasks import model as toy_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -2,7 +2,7 @@
 each preset shows what its name says, its words name both biases, every control works from the
 keyboard alone, and the page fits a projector, a small projector and a phone.
 
-Chromium (Debian's chromium and chromium-driver) is driven by selenium (requirements-dev.txt), one
+Chromium (Debian's chromium and chromium-driver) is driven by selenium (requirements/dev.txt), one
 browser for the whole module. Without them every test here skips with one line naming
 `apt-get install chromium chromium-driver` (tests/conftest.py prints it even under -q). Groups are
 set through the page's own controls, as a drag or a click sets them (a slider gets its value and an
@@ -49,7 +49,7 @@ def browser_missing():
     """What this machine lacks to run the browser tests, or None."""
     missing = [name for name in ("chromium", "chromedriver") if not shutil.which(name)]
     if importlib.util.find_spec("selenium") is None:
-        missing.append("selenium (pip install -r requirements-dev.txt)")
+        missing.append("selenium (pip install -r requirements/dev.txt)")
     return missing or None
 
 

@@ -1,4 +1,4 @@
-"""A new machine installs what the tests were run with: requirements-lock.txt pins every
+"""A new machine installs what the tests were run with: requirements/lock.txt pins every
 package the requirements files name (within their ranges), the README's two commands
 install through it, and CI runs the README's test command, in a new virtual environment."""
 import glob
@@ -11,7 +11,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LOCK = "requirements-lock.txt"
+LOCK = "requirements/lock.txt"
 REQUIREMENT_FILES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "requirements*.txt"))
                            if os.path.basename(p) != LOCK)
 
@@ -43,7 +43,7 @@ def readme_commands():
 
 
 def test_requirement_files_are_found():
-    assert {"requirements.txt", "requirements-dev.txt", "requirements-no-deps.txt"} <= set(REQUIREMENT_FILES)
+    assert {"requirements.txt", "requirements/dev.txt", "requirements/no-deps.txt"} <= set(REQUIREMENT_FILES)
 
 
 @pytest.mark.parametrize("name", REQUIREMENT_FILES)

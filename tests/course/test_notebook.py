@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NOTEBOOK = os.path.join(ROOT, "notebooks", "balanced_aggregation_lab.ipynb")
+NOTEBOOK = os.path.join(ROOT, "exercises", "balanced_aggregation_lab.ipynb")
 COURSE_MODULES = ("grpo_ba", "grpo_ba_plots")       # what the notebook may import of the project
 
 

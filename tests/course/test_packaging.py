@@ -10,8 +10,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOT_INSTALLED = {"exercises"}            # a student's working copy, checked from the clone
-INSTALLED_NAMES = {"grpo_ba", "grpo_ba_args", "grpo_ba_plots", "grpo_ba_run", "grpo_ba_setup", "verifier",
-                   "verifier_grammar", "toy_tasks", "grpo_ba_lab"}
+INSTALLED_NAMES = {"grpo_ba", "grpo_ba_plots", "verifier", "grpo_ba_support", "toy_tasks", "grpo_ba_lab"}
 
 
 def pyproject():
@@ -33,7 +32,7 @@ def test_toy_tasks_and_every_package_of_grpo_ba_lab_are_installed_and_nothing_el
     packages = {os.path.relpath(folder, ROOT).replace(os.sep, ".") for folder, _, names in os.walk(ROOT)
                 if "__init__.py" in names and ".git" not in folder.split(os.sep)}
     top = {p for p in packages if "." not in p and not p.startswith("tests")}
-    assert top - NOT_INSTALLED == {"grpo_ba_lab", "toy_tasks"}, top
+    assert top - NOT_INSTALLED == {"grpo_ba_lab", "grpo_ba_support", "toy_tasks"}, top
     assert sorted(pyproject()["tool"]["setuptools"]["packages"]) == sorted(p for p in packages
                                                                           if p.split(".")[0] in top - NOT_INSTALLED)
 
@@ -50,7 +49,7 @@ def installed_top_level_names(site_packages, dist_info):
 def test_installing_into_a_new_venv_adds_only_grpo_ba_names_and_works_outside_the_clone(tmp_path):
     source = tmp_path / "source"                 # a copy, so the build leaves nothing in the checkout
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info", "__pycache__",
-                                                                ".hypothesis", ".pytest_cache", "notebooks"))
+                                                                ".hypothesis", ".pytest_cache", "*.ipynb"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
@@ -87,8 +86,8 @@ def test_installing_into_a_new_venv_adds_only_grpo_ba_names_and_works_outside_th
         assert shown.returncode == 0 and expected in shown.stdout, (command, shown.stderr[-2000:])
 
 
-@pytest.mark.parametrize("extra, requirements", [(None, "requirements.txt"), ("trl", "requirements-trl.txt"),
-                                                 ("dev", "requirements-dev.txt"), ("verl", "requirements-verl.txt")])
+@pytest.mark.parametrize("extra, requirements", [(None, "requirements.txt"), ("trl", "requirements/trl.txt"),
+                                                 ("dev", "requirements/dev.txt"), ("verl", "requirements/verl.txt")])
 def test_pyproject_dependencies_agree_with_requirements_files(extra, requirements):
     project = pyproject()["project"]
     declared = project["dependencies"] if extra is None else project["optional-dependencies"][extra]

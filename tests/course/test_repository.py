@@ -65,9 +65,11 @@ def test_the_patterns_catch_what_they_are_for():
 # ------------------------------------------------------------------ one page, a layout by role
 
 README_MAX_LINES = 120
-TOP_LEVEL_MODULES_MAX = 7
+TOP_LEVEL_MODULES_MAX = 4
+TOP_LEVEL_ENTRIES_MAX = 18
+CARD = ("grpo_ba.py", "verifier.py", "toy_tasks", "tests", "requirements.txt", "README.md")
 PACKAGES = ("grpo_ba_lab", "grpo_ba_lab/plumbing", "grpo_ba_lab/analysis", "grpo_ba_lab/integrations",
-            "toy_tasks")
+            "grpo_ba_support", "toy_tasks")
 
 
 def test_the_readme_is_one_page():
@@ -82,6 +84,15 @@ def test_few_modules_stay_at_the_top_and_each_package_says_what_it_holds():
     for package in PACKAGES:
         with open(os.path.join(ROOT, package, "__init__.py")) as f:
             assert ast.get_docstring(ast.parse(f.read())), f"{package}/__init__.py has no docstring"
+
+
+def test_the_top_level_shows_the_card_in_at_most_18_tracked_entries():
+    try:
+        names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    top = {name.split("/")[0] for name in names.splitlines() if not name.startswith(".")}
+    assert set(CARD) <= top and len(top) <= TOP_LEVEL_ENTRIES_MAX, sorted(top)
 
 
 def project_modules():
@@ -159,7 +170,7 @@ def test_the_cycle_finder_finds_cycles_through_function_level_imports():
 def test_no_import_cycles_among_the_project_modules():
     graph = import_graph(project_modules())
     assert {"grpo_ba", "grpo_ba_lab.plumbing.lm_setup", "grpo_ba_lab.analysis.plots", "verifier", "toy_tasks"} <= set(graph)
-    assert "grpo_ba_run" in graph["grpo_ba"] and "grpo_ba" in graph["grpo_ba_lab.analysis.plots"]   # the graph is real
+    assert "grpo_ba_support.run" in graph["grpo_ba"] and "grpo_ba" in graph["grpo_ba_lab.analysis.plots"]   # the graph is real
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
@@ -174,8 +185,7 @@ def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
 # ------------------------------------------------------------------ the course, and the lab around it
 
 # The course: the design card's files and the few modules they need. It never imports the lab.
-COURSE = ("grpo_ba", "grpo_ba_args", "grpo_ba_run", "grpo_ba_setup", "grpo_ba_plots", "verifier",
-          "verifier_grammar", "toy_tasks")
+COURSE = ("grpo_ba", "grpo_ba_support", "grpo_ba_plots", "verifier", "toy_tasks")
 COURSE_MAX_LINES = 3000
 
 
@@ -209,7 +219,7 @@ def import_closure(start, graph):
 def test_everything_grpo_ba_py_imports_adds_up_to_at_most_3000_lines():
     modules = project_modules()
     closure = import_closure("grpo_ba", import_graph(modules))
-    assert {"grpo_ba_run", "verifier_grammar", "toy_tasks.model"} <= closure       # the walk is real
+    assert {"grpo_ba_support.run", "grpo_ba_support.answer_grammar", "toy_tasks.model"} <= closure       # the walk is real
     lines = {name: len(_source(os.path.relpath(modules[name], ROOT)).splitlines()) for name in closure}
     assert sum(lines.values()) <= COURSE_MAX_LINES, sorted(lines.items(), key=lambda kv: -kv[1])
 
@@ -219,7 +229,7 @@ def test_everything_grpo_ba_py_imports_adds_up_to_at_most_3000_lines():
 SCRIPT_MAX_LINES = 550
 LINE_MAX_CHARS = 100
 TRAIN_MAX_LINES = 40
-SHORT_LINED = ("grpo_ba.py", "grpo_ba_args.py", "grpo_ba_plots.py", "grpo_ba_setup.py", "verifier.py",
+SHORT_LINED = ("grpo_ba.py", "grpo_ba_support/args.py", "grpo_ba_plots.py", "grpo_ba_support/task.py", "verifier.py",
                "toy_tasks/__init__.py", "toy_tasks/__main__.py", "toy_tasks/model.py", "toy_tasks/designs.py",
                "grpo_ba_lab/train.py", "grpo_ba_lab/lab_args.py", "grpo_ba_lab/plumbing/training_run.py",
                "grpo_ba_lab/analysis/sweep.py", "grpo_ba_lab/analysis/report.py", "grpo_ba_lab/__init__.py")
@@ -259,7 +269,7 @@ def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_wer
             "from transformers.utils import logging\n"
             "from huggingface_hub import utils as hub\n"
             "before = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
-            "import grpo_ba, grpo_ba_args, grpo_ba_lab.analysis.sweep, grpo_ba_lab.analysis.report\n"
+            "import grpo_ba, grpo_ba_support.args, grpo_ba_lab.analysis.sweep, grpo_ba_lab.analysis.report\n"
             "import grpo_ba_lab.train\n"
             "for name in ('grpo_ba_lab.integrations.trl_balanced', 'grpo_ba_lab.integrations.verl_balanced'):\n"
             "    try:\n"
@@ -267,8 +277,8 @@ def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_wer
             "    except ImportError:\n"
             "        pass\n"
             "after = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
-            "import grpo_ba_setup\n"
-            "with grpo_ba_setup.no_progress_bars():\n"
+            "from grpo_ba_support import task\n"
+            "with task.no_progress_bars():\n"
             "    during = logging.is_progress_bar_enabled()\n"
             "restored = (logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
             "print(before == after == restored == (True, False), during)\n")
@@ -281,7 +291,7 @@ def test_importing_grpo_ba_and_the_integrations_leaves_progress_bars_as_they_wer
 
 # ------------------------------------------------------------------ one name per bias
 
-BIAS_NAMED = ("grpo_ba.py", "grpo_ba_plots.py", "grpo_ba_args.py", "grpo_ba_run.py", "docs/method.md",
+BIAS_NAMED = ("grpo_ba.py", "grpo_ba_plots.py", "grpo_ba_support/args.py", "grpo_ba_support/run.py", "docs/method.md",
               "docs/code-tour.md", "docs/metrics.md", "docs/outputs.md")
 
 

@@ -4,7 +4,7 @@ import random
 import pytest
 import torch
 
-from grpo_ba_setup import load_model, load_tokenizer
+from grpo_ba_support.task import load_model, load_tokenizer
 from toy_tasks.model import char_tokenizer, tiny_qwen3
 from toy_tasks import ToyWorld, length_stats, make_problems, warmup_corpus
 from verifier import verify

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from verifier import extract_answer, parse_gold, parse_value, verify
 from verifier_cases import CASES
-from verifier_grammar import AnswerSet, Brackets
+from grpo_ba_support.answer_grammar import AnswerSet, Brackets
 
 KINDS = ["number", "format", "radical", "pi", "power", "tuple", "interval", "set", "text",
          "degree", "percent", "unit", "thousands", "equation", "polynomial"]

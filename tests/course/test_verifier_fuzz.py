@@ -15,7 +15,7 @@ INJECTIONS = ["__import__('os').system('touch {sentinel}')", "open('{sentinel}',
 
 
 class LatexAnswers:
-    """Random answers from the verifier's grammar (verifier_grammar.py): numbers, fractions,
+    """Random answers from the verifier's grammar (grpo_ba_support/answer_grammar.py): numbers, fractions,
     roots, pi, powers (towers included), tuples, intervals, unions, sets, text, units."""
 
     def __init__(self, rng: random.Random):

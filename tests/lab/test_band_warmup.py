@@ -7,7 +7,7 @@ import pytest
 from grpo_ba_lab.lab_args import parse_args
 from grpo_ba_lab.plumbing import band_warmup as bw
 from grpo_ba_lab.plumbing import lm_setup
-from grpo_ba_run import SetupError
+from grpo_ba_support.run import SetupError
 from toy_tasks import ToyWorld
 
 BAND = (0.45, 0.60)
@@ -74,12 +74,12 @@ def test_a_band_design_needs_a_score_and_sane_bounds():
     assert (args.warmup_band_low, args.warmup_band_high, args.warmup_seed) == (0.45, 0.60, -1)
     with pytest.raises(SetupError, match="a band warm-up needs a score"):
         lm_setup.toy_warmup(args, lambda *a: None)
-    from grpo_ba_args import UsageError
+    from grpo_ba_support.args import UsageError
     from grpo_ba_lab.lab_args import check_args
     with pytest.raises(UsageError, match="band needs 0 <= --warmup-band-low <= --warmup-band-high"):
         check_args(parse_args(["--warmup-band-low", "0.7", "--warmup-band-high", "0.6"]))
 
 
 def test_the_course_does_not_offer_the_lab_only_band_design():
-    from grpo_ba_args import CHOICES
+    from grpo_ba_support.args import CHOICES
     assert "demo-band" not in CHOICES["design"] and "demo" in CHOICES["design"]

@@ -6,7 +6,7 @@ import pytest
 
 from grpo_ba_lab.analysis import coupling_pilot as cp
 from grpo_ba_lab.lab_args import check_args, parse_args
-from toy_tasks import designs
+from grpo_ba_lab import designs
 
 
 def test_every_pilot_world_parses_to_a_valid_band_run_of_the_three_rules():

@@ -128,9 +128,9 @@ def test_a_broken_json_array_names_its_line_and_parquet_rows_are_numbered(tmp_pa
 
 
 def test_the_lab_refuses_rows_by_the_courses_own_checks(tmp_path, monkeypatch):
-    # one implementation (grpo_ba_setup.py): a change to the course's answer check is a change
+    # one implementation (grpo_ba_support/task.py): a change to the course's answer check is a change
     # to what the lab refuses, with the lab's count and its --skip-bad-rows advice around it
-    import grpo_ba_setup
+    from grpo_ba_support import task as grpo_ba_setup
     path = tmp_path / "data.jsonl"
     path.write_text("\n".join(GOOD) + "\n")
     rows, _ = real_data.load_rows(str(path))

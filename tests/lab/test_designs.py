@@ -8,14 +8,14 @@ import pytest
 
 import grpo_ba
 import grpo_ba_plots
-import grpo_ba_run
+from grpo_ba_support import run as grpo_ba_run
 from toy_tasks import model as toy_model
 from grpo_ba_lab.lab_args import LabArgs
 from grpo_ba_lab.analysis import report, sweep
 from grpo_ba_lab.lab_args import parse_args
 from grpo_ba_lab.train import main
 from grpo_ba_lab.lab_args import parse_command
-from toy_tasks import designs
+from grpo_ba_lab import designs
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -56,7 +56,7 @@ def test_a_named_design_sets_its_knobs_for_a_single_rule_too():
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--regime", "variance"], "design demo sets --spread-size 8: add --design plain"),
+    (["--design", "demo-v2", "--regime", "variance"], "design demo-v2 sets --spread-size 8: add --design plain"),
     (["--design", "loop-gap", "--model", "some/model"], "cannot run with --model"),
     (["--design", "no-such-design"], "invalid choice"),
 ])
@@ -96,8 +96,8 @@ def test_a_design_demo_trains_the_three_rules_of_its_first_seed_side_by_side(mon
     monkeypatch.setattr(grpo_ba_plots, "mechanism_figure", lambda *a: "m.png")
     monkeypatch.setattr(grpo_ba_plots, "bias_curves", lambda *a: "b.png")
     monkeypatch.setattr(grpo_ba_plots, "story", lambda *a: [])
-    assert grpo_ba.demo(grpo_ba.parse_args(["--design", "tilde-gap"]), log=lambda *a: None) == "runs/tilde-gap-s50"
-    assert trained == [(f"runs/tilde-gap-s50/{r}", 50) for r in ("token", "sequence", "balanced")]
+    assert grpo_ba.demo(grpo_ba.parse_args(["--design", "long-right"]), log=lambda *a: None) == "runs/long-right-s80"
+    assert trained == [(f"runs/long-right-s80/{r}", 80) for r in ("token", "sequence", "balanced")]
 
 
 def _saved_run(root, design, rule, seed, accuracies):
@@ -277,19 +277,21 @@ def test_a_changed_shipped_warmup_is_refused_by_its_hash(tmp_path):
         lm_setup.load_warmup_file(str(changed), sha256)
 
 
-def test_the_demo_starts_from_the_shipped_warmup_unless_its_toy_changes_or_scratch_is_asked(monkeypatch):
+def test_a_shipped_warmup_is_used_unless_its_toy_changes_or_scratch_is_asked(monkeypatch):
     from grpo_ba_lab.plumbing import lm_setup
     trained = []
     monkeypatch.setattr(lm_setup, "load_or_warmup_toy", lambda cache, world, steps, seed, log: trained.append(
         (steps, seed, world.spread_size)) or (None, None, {"source": "trained"}))
     quiet = lambda *a: None
-    _, _, record = lm_setup.toy_warmup(parse_args([]), quiet)
-    assert (record["source"], record["seed"], record["sha256"]) == ("shipped", 20, designs.shipped_warmup("demo", 20)[1])
-    assert lm_setup.toy_warmup(parse_args(["--force-frac", "0.5"]), quiet)[2]["source"] == "shipped"
+    v2 = ["--design", "demo-v2"]                                 # version 2's demo: a plain warm-up
+    _, _, record = lm_setup.toy_warmup(parse_args(v2), quiet)
+    assert (record["source"], record["seed"], record["sha256"]) == ("shipped", 20, designs.shipped_warmup("demo-v2", 20)[1])
+    assert lm_setup.toy_warmup(parse_args([*v2, "--force-frac", "0.5"]), quiet)[2]["source"] == "shipped"
+    assert lm_setup.toy_warmup(parse_args([]), quiet)[2]["sha256"] == designs.shipped_warmup("demo", 20)[1]
     assert not trained
-    lm_setup.toy_warmup(parse_args(["--spread-size", "4"]), quiet)
-    lm_setup.toy_warmup(parse_args(["--warmup-from-scratch"]), quiet)
-    lm_setup.toy_warmup(parse_args(["--seed", "21"]), quiet)      # seed 21: its own warm-up
+    lm_setup.toy_warmup(parse_args([*v2, "--spread-size", "4"]), quiet)
+    lm_setup.toy_warmup(parse_args([*v2, "--warmup-from-scratch"]), quiet)
+    lm_setup.toy_warmup(parse_args([*v2, "--seed", "21"]), quiet)      # seed 21: its own warm-up
     assert trained == [(1000, 20, 4), (1000, 20, 8), (1000, 21, 8)]
 
 
@@ -297,11 +299,11 @@ def test_the_from_scratch_path_writes_a_warmup_file_the_loader_accepts(tmp_path,
     import torch
 
     from grpo_ba_lab.plumbing import lm_setup
-    from toy_tasks import shipped_warmups
+    from grpo_ba_lab import shipped_warmups
     tokenizer = toy_model.char_tokenizer()
     model = toy_model.tiny_qwen3(tokenizer, seed=3)               # stands in for the 1000-step warm-up
     monkeypatch.setattr(toy_model, "warmup_toy_model", lambda world, steps, seed, log: (model, tokenizer, 0.0))
-    path, sha256 = shipped_warmups.make("demo", 20, out=str(tmp_path / "w.safetensors"), log=lambda *a: None)
+    path, sha256 = shipped_warmups.make("demo-v2", 20, out=str(tmp_path / "w.safetensors"), log=lambda *a: None)
     assert sha256 == toy_model.file_sha256(path)
     loaded, _ = lm_setup.load_warmup_file(path, sha256)
     for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):

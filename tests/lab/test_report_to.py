@@ -5,8 +5,8 @@ import math
 import pytest
 
 from grpo_ba_lab.plumbing import report_to
-import grpo_ba_run
-from grpo_ba_run import SetupError
+from grpo_ba_support import run as grpo_ba_run
+from grpo_ba_support.run import SetupError
 
 # Steps as grpo_step writes them: floats, ints, an accuracy only on eval steps, None (no
 # positive response), NaN (written as null), and a benchmark's accuracy.
@@ -30,7 +30,7 @@ def event_scalars(log_dir):
 
 
 def test_tensorboard_holds_every_number_of_metrics_jsonl(tmp_path):
-    pytest.importorskip("tensorboard", reason="pip install tensorboard (requirements-dev.txt)")
+    pytest.importorskip("tensorboard", reason="pip install tensorboard (requirements/dev.txt)")
     run_dir = str(tmp_path)
     with report_to.open("tensorboard", run_dir, {"aggregator": "balanced", "steps": 3}) as reporter:
         for metrics in STEPS:                       # what train() does each step: the file, then the dashboard

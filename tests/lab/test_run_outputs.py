@@ -19,8 +19,8 @@ from grpo_ba_lab.lab_args import parse_args
 from grpo_ba_lab.train import main, train
 from grpo_ba_lab.plumbing import lm_setup, report_to
 from toy_tasks import model as toy_model
-import grpo_ba_setup
-import grpo_ba_run
+from grpo_ba_support import task as grpo_ba_setup
+from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_lab.plumbing.training_run import Export
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -80,7 +80,7 @@ def test_a_toy_runs_model_dir_reloads_with_transformers_and_gives_the_trainers_l
 
 def test_a_lora_runs_model_dir_is_an_adapter_peft_reloads_with_the_trainers_logprobs(tmp_path, tiny_model_dir,
                                                                                        monkeypatch):
-    peft = pytest.importorskip("peft", reason="LoRA is optional: pip install -r requirements-trl.txt")
+    peft = pytest.importorskip("peft", reason="LoRA is optional: pip install -r requirements/trl.txt")
     from transformers import AutoModelForCausalLM
     data = tmp_path / "train.jsonl"
     data.write_text("\n".join(json.dumps({"prompt": f"{i}+1", "answer": str(i + 1)}) for i in range(20)))
@@ -103,7 +103,7 @@ def test_a_lora_runs_model_dir_is_an_adapter_peft_reloads_with_the_trainers_logp
 
 
 def test_tensorboard_holds_the_numbers_of_metrics_jsonl_final_evaluation_included(toy_run):
-    pytest.importorskip("tensorboard", reason="pip install tensorboard (requirements-dev.txt)")
+    pytest.importorskip("tensorboard", reason="pip install tensorboard (requirements/dev.txt)")
     from test_report_to import event_scalars
     out, _, _ = toy_run
     logged = event_scalars(os.path.join(out, "tensorboard"))

@@ -15,7 +15,7 @@ import grpo_ba
 from toy_tasks import model as toy_model
 from grpo_ba_lab import lab_args
 from grpo_ba_lab.analysis import report
-import grpo_ba_run
+from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_lab.plumbing import run_dirs
 from grpo_ba_lab.lab_args import LabArgs
 from grpo_ba_lab.train import main, train

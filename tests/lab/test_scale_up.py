@@ -6,7 +6,7 @@ import torch
 
 import grpo_ba
 from grpo_ba_lab import lab_args
-import grpo_ba_setup
+from grpo_ba_support import task as grpo_ba_setup
 from grpo_ba import AGGREGATORS, aggregation_coefficients, clipped_token_loss, group_advantages
 from grpo_ba_lab.train import main
 

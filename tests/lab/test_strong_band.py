@@ -9,10 +9,10 @@ import tarfile
 
 import pytest
 
-from grpo_ba_args import RULES
+from grpo_ba_support.args import RULES
 from grpo_ba_lab.analysis import toy_consequences as tc
 from grpo_ba_lab.lab_args import parse_args
-from toy_tasks import designs
+from grpo_ba_lab import designs
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEEDS = designs.STRONG_SEEDS

@@ -10,9 +10,10 @@ from toy_tasks import model as toy_model
 import torch
 
 from grpo_ba_lab.analysis import toy_consequences as tc
-from grpo_ba_run import evaluates
+from grpo_ba_support.run import evaluates
 from grpo_ba_lab.lab_args import parse_args
-from toy_tasks import ToyWorld, designs, make_problems, warmup_corpus
+from grpo_ba_lab import designs
+from toy_tasks import ToyWorld, make_problems, warmup_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -58,7 +58,7 @@ def test_every_grpo_ba_flag_exists():
 
 
 def test_every_trl_name_is_a_grpo_config_field():
-    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements-trl.txt")
+    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
     fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
     named = {n for _, cell, _, _ in rows() for n in names(cell, r"[a-z][a-z0-9_]+") if n not in ("prompt",)}
     assert {"num_generations", "loss_type", "epsilon_high", "scale_rewards", "num_iterations"} <= named
@@ -181,7 +181,7 @@ def test_every_verl_mode_has_a_row_whose_formula_is_agg_loss():
 
 @pytest.mark.slow                                  # builds a tiny model and TRL's trainer
 def test_every_trl_loss_type_has_a_row_whose_formula_is_trls_loss(tmp_path):
-    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements-trl.txt")
+    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
     from datasets import Dataset
     from grpo_ba import clipped_token_loss
     from toy_tasks.model import char_tokenizer, tiny_qwen3

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements-trl.txt")
+trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
 
 from datasets import Dataset  # noqa: E402
 import trl.trainer.grpo_trainer as trl_grpo  # noqa: E402

@@ -1,4 +1,4 @@
-"""examples/trl_balanced.py runs as a user runs it: from a directory outside the clone, with
+"""grpo_ba_lab/examples/trl_balanced.py runs as a user runs it: from a directory outside the clone, with
 only the project on the path, and leaves the rollouts dump it says it wrote."""
 import importlib.util
 import json
@@ -11,7 +11,7 @@ import pytest
 from grpo_ba_lab.analysis import diagnose
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLE = os.path.join(ROOT, "examples", "trl_balanced.py")
+EXAMPLE = os.path.join(ROOT, "grpo_ba_lab", "examples", "trl_balanced.py")
 
 pytestmark = [pytest.mark.slow,                   # builds a model and trains it two steps: ~15 s
               pytest.mark.skipif(importlib.util.find_spec("trl") is None,

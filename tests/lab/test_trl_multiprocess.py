@@ -16,7 +16,7 @@ from grpo_ba_lab.analysis import diagnose
 from toy_tasks.model import char_tokenizer, tiny_qwen3
 
 if importlib.util.find_spec("trl") is None:          # the workers import it; this process need not
-    pytest.skip("TRL is optional: pip install -r requirements-trl.txt", allow_module_level=True)
+    pytest.skip("TRL is optional: pip install -r requirements/trl.txt", allow_module_level=True)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKER = os.path.join(REPO, "tests", "lab", "trl_multiprocess_worker.py")

@@ -3,7 +3,7 @@ per group; TRL's dapo is the per-group token rule only when the groups' total le
 import pytest
 import torch
 
-trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements-trl.txt")
+trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
 
 from datasets import Dataset  # noqa: E402
 import trl.trainer.grpo_trainer as trl_grpo  # noqa: E402

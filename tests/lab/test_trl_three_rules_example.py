@@ -1,4 +1,4 @@
-"""examples/trl_three_rules.py runs as a user runs it, from a directory outside the clone: three
+"""grpo_ba_lab/examples/trl_three_rules.py runs as a user runs it, from a directory outside the clone: three
 runs (token, sequence, balanced) from one start and seed, each run's rollouts written, and
 the side-by-side numbers it prints are diagnose's on those files."""
 import importlib.util
@@ -12,7 +12,7 @@ import pytest
 from grpo_ba_lab.analysis import diagnose
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLE = os.path.join(ROOT, "examples", "trl_three_rules.py")
+EXAMPLE = os.path.join(ROOT, "grpo_ba_lab", "examples", "trl_three_rules.py")
 RULES = ("token", "sequence", "balanced")
 
 pytestmark = [pytest.mark.slow,                   # builds a model and trains it three times

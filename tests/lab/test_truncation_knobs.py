@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import grpo_ba
-from grpo_ba_args import UsageError
+from grpo_ba_support.args import UsageError
 from grpo_ba_lab.lab_args import parse_args
 from toy_tasks import ToyWorld, make_problems, warmup_corpus
 from toy_tasks.model import char_tokenizer, encode_pairs, tiny_qwen3, warmup_cache_dir

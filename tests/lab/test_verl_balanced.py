@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-verl = pytest.importorskip("verl", reason="verl is optional: pip install -r requirements-verl.txt && "
+verl = pytest.importorskip("verl", reason="verl is optional: pip install -r requirements/verl.txt && "
                                           "pip install --no-deps verl==0.9.1")
 
 from omegaconf import OmegaConf  # noqa: E402

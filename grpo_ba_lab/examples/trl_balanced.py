@@ -1,8 +1,8 @@
 """BalancedGRPOTrainer, two steps, on a tiny Qwen3 built here (nothing is downloaded), with
 verifier.py as the reward and the rollouts dumped for the bias diagnosis (docs/trl.md).
 
-    pip install .[trl]             # or: pip install -r requirements.txt -r requirements-trl.txt
-    python examples/trl_balanced.py
+    pip install .[trl]             # or: pip install -r requirements.txt -r requirements/trl.txt
+    python grpo_ba_lab/examples/trl_balanced.py
     python -m grpo_ba_lab.analysis.diagnose rollouts.jsonl --figure bias.png
 """
 import os

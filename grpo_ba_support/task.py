@@ -1,4 +1,4 @@
-"""grpo_ba_setup.py -- what grpo_ba.train() trains on: the policy, its tokenizer and the task.
+"""grpo_ba_support/task.py -- what grpo_ba.train() trains on: the policy, its tokenizer, the task.
 
 The toy of the run's --design (default; toy_tasks/), or a real model (--model NAME_OR_PATH
 --dataset FILE): any Hugging Face causal LM, prompts through its chat template, rows of
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 import verifier
-from grpo_ba_run import SetupError
+from grpo_ba_support.run import SetupError
 from toy_tasks import designs, make_problems
 from toy_tasks.model import load_or_warmup_toy, load_warmup_file
 

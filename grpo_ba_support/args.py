@@ -1,4 +1,4 @@
-"""grpo_ba_args.py -- the command line of grpo_ba.py: one dataclass, one flag per field.
+"""grpo_ba_support/args.py -- the command line of grpo_ba.py: one dataclass, one flag per field.
 
 A run's settings are `Args` (`parse_args(["--aggregator", "balanced"])`); each field's help line
 is its --help line, and a run's args.json is `dataclasses.asdict(args)`. `parse_args` applies
@@ -14,7 +14,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
-import grpo_ba_run
+from grpo_ba_support import run as grpo_ba_run
 from toy_tasks import designs
 
 RULES = ("token", "sequence", "balanced")        # = grpo_ba.AGGREGATORS (a test keeps them equal)

@@ -1,4 +1,4 @@
-"""grpo_ba_run.py -- a run on disk and on its machine: what grpo_ba.train() does besides the
+"""grpo_ba_support/run.py -- a run on disk and on its machine: what grpo_ba.train() does besides the
 algorithm (`Run`), and its files (docs/outputs.md). A run survives Ctrl-C, a hard kill and a
 file handed over by someone else (docs/robustness.md): a synced metrics line per step (a torn
 *last* line is dropped with a note); atomic checkpoints that torch.load(weights_only=True)

@@ -4,7 +4,7 @@ Both get the identical tiny Qwen3 (random weights from one seed), the same chara
 tokenizer, prompts, group size, generation length and inner updates (mu = 1). Then the
 three aggregators are timed on (1024 x 4096) tensors, forward and backward.
 
-    pip install -r requirements-trl.txt && python bench/vs_trl.py
+    pip install -r requirements/trl.txt && python grpo_ba_lab/bench/vs_trl.py
 
 The last line printed is `ratio_vs_trl=<ours/trl> balanced_vs_token=<ratio>`.
 """
@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import grpo_ba  # noqa: E402
-from grpo_ba_setup import Task  # noqa: E402
+from grpo_ba_support.task import Task  # noqa: E402
 from toy_tasks.model import char_tokenizer, tiny_qwen3  # noqa: E402
 from toy_tasks import make_problems  # noqa: E402
 from verifier import verify  # noqa: E402

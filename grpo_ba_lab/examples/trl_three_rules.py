@@ -3,9 +3,9 @@ per group) trained from the same start and seed on a tiny Qwen3 built here (noth
 downloaded); each run's rollouts are written, and the three runs' bias metrics are printed
 side by side by grpo_ba_lab.analysis.diagnose (docs/trl.md).
 
-    pip install .[trl]             # or: pip install -r requirements.txt -r requirements-trl.txt
-    python examples/trl_three_rules.py                    # 3 steps per rule, CPU, under a minute
-    python examples/trl_three_rules.py --steps 20 --out my_comparison
+    pip install .[trl]             # or: pip install -r requirements.txt -r requirements/trl.txt
+    python grpo_ba_lab/examples/trl_three_rules.py                    # 3 steps per rule, CPU, under a minute
+    python grpo_ba_lab/examples/trl_three_rules.py --steps 20 --out my_comparison
     python -m grpo_ba_lab.analysis.diagnose three_rules/rollouts-token.jsonl --figure token.png
 
 The reward is lenient on purpose: 1 when the gold answer appears anywhere in the completion,

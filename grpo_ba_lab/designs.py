@@ -1,0 +1,100 @@
+"""grpo_ba_lab/designs.py -- the registered toy designs (docs/toy-designs.md): each a world, a
+warm-up, settings and seeds, written down before its runs (registrations/), then run on its
+seeds under all three rules, every seed on its machine variants. Importing the lab adds them to
+the course's toy_tasks.designs.DESIGNS (grpo_ba_lab/__init__.py does), so that
+
+    python -m grpo_ba_lab.train --design loop-gap            # three rules, 300 steps, one seed
+    python -m grpo_ba_lab.analysis.sweep --design loop-gap   # its seeds x three rules, paired
+
+Version 2: every seed draws its own warm-up (`warmup_seed=-1`); the seeds are split over two
+machine VARIANTS that change the floating-point path. Version 3: warm-ups stopped inside a
+band, every seed on both variants (crossed).
+"""
+from __future__ import annotations
+
+from toy_tasks.designs import (AUTO, BAND, DEMO, DESIGNS, NO_DESIGN, OWN_WARMUP, REPO,  # noqa: F401
+                               STRONG_WORLD, WARMUP_STEPS, WARMUPS, course_designs, dense_eval,
+                               design_flags, shipped_warmup, warmup_path, warmup_seed, warmup_steps,
+                               world)
+
+VERSION = 2
+
+# The machine variants of a design's seeds. cpu_capability is ATEN_CPU_CAPABILITY ('' =
+# unset: the CPU's best kernels, AVX2 or AVX-512); it must be set before torch loads, so
+# `python -m grpo_ba_lab.analysis.sweep --design NAME` runs each seed in a process of its own.
+VARIANTS = {"native-2t": dict(cpu_capability="", threads=2),
+            "default-1t": dict(cpu_capability="default", threads=1),
+            # version 3's pair: one thread each, so a 2-core CPU runs both variants side by side
+            "native-1t": dict(cpu_capability="", threads=1)}
+
+# Shared by the 300-step designs: lr, length and the evaluation schedule (all 729
+# held-out prompts at step 0, every 2 steps to 20, every 10 after, and after the last update).
+LONG_RUN = dict(lr=1e-4, steps=300, eval_every=10, eval_dense_until=20, eval_dense_every=2,
+                eval_prompts=729)
+SPREAD_ROOM = dict(regime="gap", slip_style="ramble", gap_size=18, spread_size=8, force_frac=0.3,
+                   warmup_steps=1000)
+BAND_SEEDS = tuple(range(60, 76))         # 16 seeds, each on both BAND_VARIANTS
+BAND_VARIANTS = ("native-1t", "default-1t")
+STRONG_SEEDS = tuple(range(1200, 1224))   # 24 seeds, each on both BAND_VARIANTS, run in this order
+
+
+def _seeds(first: int) -> dict:
+    """Six seeds from `first`: three per machine variant."""
+    return {"native-2t": (first, first + 1, first + 2),
+            "default-1t": (first + 3, first + 4, first + 5)}
+
+
+LAB_DESIGNS = {
+    "loop-gap": dict(flags=dict(regime="gap", slip_style="loop", gap_size=18, force_frac=0.3,
+                                warmup_steps=600, **LONG_RUN, **OWN_WARMUP),
+                     seeds=_seeds(30)),
+    "spread-room": dict(flags=dict(**SPREAD_ROOM, **LONG_RUN, **OWN_WARMUP), seeds=_seeds(40)),
+    "tilde-gap": dict(flags=dict(regime="gap", slip_style="ramble", gap_size=18, force_frac=0.3,
+                                 warmup_steps=600, **LONG_RUN, **OWN_WARMUP),
+                      seeds=_seeds(50)),      # loop-gap's control: the same with `~` rambles
+    # The demo as version 2 registered it (registrations/demo-v2.md, where it is named `demo`):
+    # the weak-coupling world, its shipped warm-up for seed 20. Lab only since the demo moved to
+    # the strong world (docs/toy-designs.md).
+    "demo-v2": dict(flags=dict(**SPREAD_ROOM, lr=1e-4, steps=30, eval_every=5, eval_dense_until=10,
+                            eval_dense_every=2, eval_prompts=729, **OWN_WARMUP),
+                 seeds=_seeds(20),
+                 # seed -> sha256 of warmup_path(design, seed), made on a 2-core Intel Xeon
+                 # (AVX-512, torch 2.13.0+cpu) by the plain warm-up (grpo_ba_lab/shipped_warmups.py)
+                 shipped={20: "f6b247e1a3fd800eea5b4bd2fa25f2b6474dfb04b009d1305e83c599f3b5fda2"},
+                 # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
+                 # samples, greedy accuracy on all 729 held-out prompts), the same on every
+                 # machine variant (tests/lab/test_designs.py)
+                 step0=dict(accuracy=0.6241426611796982, wrong_over_right=1.5030026936399343,
+                            std_over_mean=0.5008176512866948, len_right=11.3125,
+                            len_wrong=17.002717971801758, reward=0.28125),
+                 lab=True),
+    # Version 3 (registrations/demo-band-v3.md): the demo's world and 30 steps from warm-ups
+    # stopped inside a band of step-0 greedy accuracy (the lab's band warm-up), every seed on
+    # both machine variants (crossed). Lab only: the course trains no band warm-up.
+    "demo-band": dict(flags=dict(**SPREAD_ROOM, lr=1e-4, steps=30, eval_every=5,
+                                 eval_dense_until=10, eval_dense_every=2, eval_prompts=729,
+                                 **OWN_WARMUP, warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
+                      seeds={variant: BAND_SEEDS for variant in BAND_VARIANTS}, version=3,
+                      lab=True),
+    # Strong sign-length coupling (registrations/strong-band-v3.md): the same band, variants and
+    # 30 steps as demo-band in a world whose wrong answers stay long. Lab only.
+    "strong-band": dict(flags=dict(**STRONG_WORLD, lr=1e-4, steps=30, eval_every=5,
+                                   eval_prompts=729, **OWN_WARMUP,
+                                   warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
+                        seeds={variant: STRONG_SEEDS for variant in BAND_VARIANTS}, version=3,
+                        lab=True),
+}
+for _d in LAB_DESIGNS.values():            # the course offers none of them; one seed by default
+    _d["lab"] = True
+    _d["flags"]["seed"] = next(iter(_d["seeds"].values()))[0]
+DESIGNS.update(LAB_DESIGNS)
+
+
+def registered_seeds(name: str) -> list[tuple[int, str]]:
+    """[(seed, variant)] of a design, in the order the lab's sweep runs them."""
+    return [(seed, variant) for variant, seeds in DESIGNS[name]["seeds"].items() for seed in seeds]
+
+
+def variant_of(name: str, seed: int) -> str:
+    """The machine variant a design registered `seed` under ('' if not registered)."""
+    return next((v for s, v in registered_seeds(name) if s == seed), "")
