@@ -11,7 +11,7 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python grpo_ba.py --aggregator balanced --steps 200                       # one run
     python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
     python grpo_ba.py --help                       # every flag (grpo_ba_support/args.py)
-    python -m grpo_ba_plots runs/demo-s20          # redraw a run directory's figures
+    python -m grpo_ba_plots runs/demo-s22          # redraw a run directory's figures
 
 The lab (grpo_ba_lab/, docs/lab.md) builds on these functions, never the other way round.
 docs/method.md §7 lists this file's ten choices where GRPO implementations disagree; the code

@@ -2,7 +2,7 @@
 over its steps), `bias_curves` (the two biases in one group, as grpo_ba.bias_curves computes
 them; kept as bias_curves.json), a progress line. Reads what grpo_ba.py writes (docs/metrics.md).
 
-    python -m grpo_ba_plots runs/demo-s20      # redraw a run directory's figures (docs/outputs.md)
+    python -m grpo_ba_plots runs/demo-s22      # redraw a run directory's figures (docs/outputs.md)
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The demo starts from a warm-up shipped in the repository, so that its step 0 is 
 on every machine (a warm-up of hundreds of steps ends elsewhere on another CPU, or with
 another thread count: docs/toy-designs.md). This is the path that made it, kept so anyone can:
 
-    python -m grpo_ba_lab.shipped_warmups demo 20    # writes toy_tasks/warmups/demo-s20.safetensors
+    python -m grpo_ba_lab.shipped_warmups demo 22    # writes toy_tasks/warmups/demo-s22.safetensors
 
 A design with a band (`demo`) trains the lab's band warm-up (plumbing/band_warmup.py: stopped
 at the first check inside the band), one without (`demo-v2`) the plain warm-up. It prints the

@@ -4,7 +4,7 @@ its settings the defaults (a flag typed on the command line still wins):
     python grpo_ba.py                                   # the demo: design `demo`, one seed
     python grpo_ba.py --design long-right --aggregator token    # right answers the long ones
 
-The demo's seed 20 starts from a warm-up shipped in toy_tasks/warmups/ (checked by hash), so its
+The demo's seed 22 starts from a warm-up shipped in toy_tasks/warmups/ (checked by hash), so its
 step 0 is the same on every machine. The registered designs, with their seeds and machine
 variants (docs/toy-designs.md, registrations/), are the lab's: grpo_ba_lab/designs.py adds them
 to DESIGNS, and `python -m grpo_ba_lab.train --design NAME` runs them.
@@ -32,17 +32,19 @@ DESIGNS = {
     # (seed, step)) in under a minute on a 2-core CPU.
     "demo": dict(flags=dict(**STRONG_WORLD, lr=1e-4, steps=30, eval_every=10, eval_prompts=729,
                             **OWN_WARMUP, warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
-                 seeds={"native-2t": (20,)}, teaching=True, compare="strong-band",
+                 seeds={"native-2t": (22,)}, teaching=True, compare="strong-band",
                  # seed -> sha256 of warmup_path(design, seed), made by `python -m
-                 # grpo_ba_lab.shipped_warmups demo 20` (the band warm-up: 2-core AMD EPYC,
-                 # AVX-512, torch 2.13.0+cpu)
-                 shipped={20: "dada759947ca26ef44734f6a64250a8ae278a3f2f716de178de9b733bf35bf6c"},
+                 # grpo_ba_lab.shipped_warmups demo 22` (the band warm-up: 2-core AMD EPYC,
+                 # AVX-512, torch 2.13.0+cpu); seed 22: the first from 20 whose demo repeats on
+                 # every machine variant tried and passes strong-band's manipulation check
+                 # (docs/toy-designs.md, "The demo since 2026-12-02")
+                 shipped={22: "672e131dd2b4a852f13ecbc8ae703864b9a1d193658b144f9b838a409c48405c"},
                  # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
                  # samples, greedy accuracy on all 729 held-out prompts), the same on every
                  # machine variant (tests/lab/test_designs.py)
-                 step0=dict(accuracy=0.45267489711934156, wrong_over_right=3.394633461583782,
-                            std_over_mean=0.6689729994165161, len_right=7.445945739746094,
-                            len_wrong=25.276256561279297, reward=0.14453125)),
+                 step0=dict(accuracy=0.4554183813443073, wrong_over_right=2.4893524777881146,
+                            std_over_mean=0.5347280293650207, len_right=11.357142448425293,
+                            len_wrong=28.271930694580078, reward=0.109375)),
     # A teaching design, not an experiment (no registration, no claim): the sign-length
     # coupling flipped. The environment forces a right answer and a re-check mark (`63 66?`),
     # after which the policy rambles, so right answers are the long ones and token's weight

@@ -148,7 +148,7 @@ def load_warmup_file(path: str, sha256: str | None = None):
     from safetensors.torch import load_model as load_weights
     if not os.path.exists(path):
         raise ValueError(f"warm-up {path} is missing; re-create a shipped one with "
-                         f"`python -m toy_tasks.shipped_warmups`")
+                         f"`python -m grpo_ba_lab.shipped_warmups`")
     found = file_sha256(path) if sha256 else None
     if found != sha256:
         raise ValueError(f"shipped warm-up {path} has sha256 {found[:12]}..., registered "

@@ -5,7 +5,7 @@
     python -m grpo_ba_lab.analysis.report runs/loop-gap    # ... and consequences.md, mechanism.png
     python -m grpo_ba_lab.analysis.report runs/regime_map  # regime_map.png and regime_map.md
     python -m grpo_ba_lab.analysis.report runs/sweep --figures-dir assets
-    python -m grpo_ba_lab.analysis.report runs/demo-s20    # one seed: a course run or the demo
+    python -m grpo_ba_lab.analysis.report runs/demo-s22    # one seed: a course run or the demo
 
 It trains nothing: it reads the args.json and metrics.jsonl files that grpo_ba.py, the
 demo, `python -m grpo_ba_lab.analysis.sweep` and `python -m grpo_ba_lab.analysis.regime_map`

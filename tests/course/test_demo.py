@@ -1,7 +1,7 @@
 """`python grpo_ba.py`, the demo: three rules from the same weights and seed, its story in at
 most 30 lines with this run's numbers and the paper's names of the two biases, two figures, and
 on a terminal (only there) one line per rule that shows its steps as they run; any --seed
-works. From the shipped warm-up, seed 20 gives the accuracies it has always given (on every
+works. From the shipped warm-up, seed 22 gives the accuracies it gave when it was shipped (on every
 kernel/thread variant the suite runs under)."""
 import glob
 import io
@@ -19,10 +19,11 @@ from toy_tasks import model as toy_model
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 STORY_MAX_LINES = 30
-# After the 30th update, on 729 held-out prompts (662/729, 629/729, 663/729): what the demo
-# printed before the course and the lab were separated, on an Intel Xeon and an AMD EPYC.
-SEED_20_ACCURACY = {"token": 0.9080932784636488, "sequence": 0.8628257887517147,
-                    "balanced": 0.9094650205761317}
+# After the 30th update, on 729 held-out prompts (489/729, 509/729, 489/729): what the demo
+# printed when its warm-up was shipped (2-core AMD EPYC; the same under native kernels on 1 and 2
+# threads, ATEN_CPU_CAPABILITY=avx2 on 2 and default on 1 and 2: docs/toy-designs.md).
+SEED_22_ACCURACY = {"token": 0.6707818930041153, "sequence": 0.6982167352537723,
+                    "balanced": 0.6707818930041153}
 
 
 def demo_outputs(out, capsys):
@@ -94,26 +95,26 @@ def test_the_progress_line_writes_nothing_to_a_stream_that_is_not_a_terminal():
 
 
 @pytest.mark.slow
-def test_the_demo_from_the_shipped_warmup_gives_seed_20s_accuracies(tmp_path, capsys):
+def test_the_demo_from_the_shipped_warmup_gives_seed_22s_accuracies(tmp_path, capsys):
     out = str(tmp_path / "demo")
     assert grpo_ba.main(["--output-dir", out]) == 0
     lines, _, figures = demo_outputs(out, capsys)
     assert len(lines) + 3 <= STORY_MAX_LINES and len(figures) == 2
     final = {}
-    for rule in SEED_20_ACCURACY:
+    for rule in SEED_22_ACCURACY:
         with open(os.path.join(out, rule, "metrics.jsonl")) as f:
             final[rule] = [json.loads(line) for line in f][-1]["accuracy"]
-    assert final == pytest.approx(SEED_20_ACCURACY, abs=1e-12)
-    assert any(f"{SEED_20_ACCURACY['sequence']:.3f}" in line for line in lines)     # the story prints them
+    assert final == pytest.approx(SEED_22_ACCURACY, abs=1e-12)
+    assert any(f"{SEED_22_ACCURACY['sequence']:.3f}" in line for line in lines)     # the story prints them
     with open(os.path.join(REPO, "README.md")) as f:   # the README's table is this story's, line by line
         table = [line.strip() for line in f.read().split("## What the demo shows")[1].split("\n\n")[3].splitlines()]
     assert table and all(any(line.strip() == row for line in lines) for row in table), table
     drift = next(line for line in lines if line.startswith("pg-loss at ratio 1")).split()[-3:]
     assert float(drift[0]) > 0.05 and drift[1:] == ["+0.000", "+0.000"]            # token's drift, the others' 0
-    runs = {rule: grpo_ba_run.read_metrics(os.path.join(out, rule, "metrics.jsonl")) for rule in SEED_20_ACCURACY}
-    figure = grpo_ba_plots.mechanism_figure(runs, None, "seed 20")
+    runs = {rule: grpo_ba_run.read_metrics(os.path.join(out, rule, "metrics.jsonl")) for rule in SEED_22_ACCURACY}
+    figure = grpo_ba_plots.mechanism_figure(runs, None, "seed 22")
     for ax in figure.axes:                      # no panel where every rule's line is flat
-        ys = [line.get_ydata() for line in ax.get_lines() if line.get_label() in SEED_20_ACCURACY]
+        ys = [line.get_ydata() for line in ax.get_lines() if line.get_label() in SEED_22_ACCURACY]
         assert len(ys) == 3 and any(max(y) - min(y) > 1e-6 for y in ys), ax.get_title()
 
 

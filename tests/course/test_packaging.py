@@ -68,7 +68,7 @@ def test_installing_into_a_new_venv_adds_only_grpo_ba_names_and_works_outside_th
             "from toy_tasks import designs\n"
             "from verifier import verify\n"
             "import os, importlib.util\n"
-            "path, _ = designs.shipped_warmup('demo', 20)\n"
+            "path, _ = designs.shipped_warmup('demo', 22)\n"
             "print(grpo_ba_lab.__file__.startswith(os.environ['SITE']), os.path.isfile(path), verify('\\\\boxed{7/2}', '3.5'),\n"
             "      [n for n in ('analysis', 'plumbing', 'integrations', 'verifier', 'toy_tasks')\n"
             "       if importlib.util.find_spec(n) is not None and n in ('analysis', 'plumbing', 'integrations')])\n")

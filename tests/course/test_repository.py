@@ -186,7 +186,7 @@ def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
 
 # The course: the design card's files and the few modules they need. It never imports the lab.
 COURSE = ("grpo_ba", "grpo_ba_support", "grpo_ba_plots", "verifier", "toy_tasks")
-COURSE_MAX_LINES = 3000
+COURSE_MAX_LINES = 2950          # measured 2,943 (2026-12-02); the aim of 2,500 is not reached
 
 
 def course_modules():
@@ -216,7 +216,7 @@ def import_closure(start, graph):
     return seen
 
 
-def test_everything_grpo_ba_py_imports_adds_up_to_at_most_3000_lines():
+def test_everything_grpo_ba_py_imports_adds_up_to_at_most_2950_lines():
     modules = project_modules()
     closure = import_closure("grpo_ba", import_graph(modules))
     assert {"grpo_ba_support.run", "grpo_ba_support.answer_grammar", "toy_tasks.model"} <= closure       # the walk is real

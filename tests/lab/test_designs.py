@@ -44,7 +44,7 @@ def test_demo_design_is_one_seed_of_strong_band_from_a_shipped_warmup():
     differs = ("seed", "eval_every")          # the demo evaluates every 10 steps: under a minute
     assert {k: v for k, v in demo.items() if k not in differs} == {k: v for k, v in strong.items() if k not in differs}
     assert (demo["eval_every"], strong["eval_every"]) == (10, 5)
-    assert designs.DESIGNS["demo"]["seeds"] == {"native-2t": (20,)} and designs.shipped_warmup("demo", 20)
+    assert designs.DESIGNS["demo"]["seeds"] == {"native-2t": (22,)} and designs.shipped_warmup("demo", 22)
     args = parse_args([])
     schedule = [s for s in range(demo["steps"]) if grpo_ba_run.evaluates(s, args.eval_every, *designs.dense_eval("demo"))]
     assert schedule == [0, 10, 20]   # before these steps' updates; then step 30, after the last
@@ -241,7 +241,7 @@ def test_three_seeds_per_variant_cannot_make_a_claim_hold_whatever_the_pooled_in
 STEP0_SCRIPT = ("import json, sys, torch; torch.set_num_threads(int(sys.argv[1])); "
                 "from grpo_ba_lab.analysis import toy_consequences as tc; "
                 "print(torch.backends.cpu.get_cpu_capability()); "
-                "print(json.dumps(tc.step0_statistics('demo', sys.argv[2], seed=20)))")
+                "print(json.dumps(tc.step0_statistics('demo', sys.argv[2], seed=22)))")
 
 
 @pytest.mark.slow
@@ -267,9 +267,9 @@ def test_the_shipped_demo_warmup_gives_the_registered_step0_statistics_on_any_ke
 
 def test_a_changed_shipped_warmup_is_refused_by_its_hash(tmp_path):
     from grpo_ba_lab.plumbing import lm_setup
-    path, sha256 = designs.shipped_warmup("demo", 20)
+    path, sha256 = designs.shipped_warmup("demo", 22)
     assert toy_model.file_sha256(path) == sha256
-    changed = tmp_path / "demo-s20.safetensors"
+    changed = tmp_path / "demo-s22.safetensors"
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 1
     changed.write_bytes(bytes(data))
@@ -287,7 +287,7 @@ def test_a_shipped_warmup_is_used_unless_its_toy_changes_or_scratch_is_asked(mon
     _, _, record = lm_setup.toy_warmup(parse_args(v2), quiet)
     assert (record["source"], record["seed"], record["sha256"]) == ("shipped", 20, designs.shipped_warmup("demo-v2", 20)[1])
     assert lm_setup.toy_warmup(parse_args([*v2, "--force-frac", "0.5"]), quiet)[2]["source"] == "shipped"
-    assert lm_setup.toy_warmup(parse_args([]), quiet)[2]["sha256"] == designs.shipped_warmup("demo", 20)[1]
+    assert lm_setup.toy_warmup(parse_args([]), quiet)[2]["sha256"] == designs.shipped_warmup("demo", 22)[1]
     assert not trained
     lm_setup.toy_warmup(parse_args([*v2, "--spread-size", "4"]), quiet)
     lm_setup.toy_warmup(parse_args([*v2, "--warmup-from-scratch"]), quiet)
@@ -323,7 +323,7 @@ def test_every_run_records_its_machine_variant_and_the_warmup_it_started_from(tm
     assert start["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert (start["machine"]["threads"], start["machine"]["torch"]) == (1, torch.__version__)
     assert start["machine"]["cpu_model"]
-    assert (start["warmup"]["source"], start["warmup"]["sha256"]) == ("shipped", designs.shipped_warmup("demo", 20)[1])
+    assert (start["warmup"]["source"], start["warmup"]["sha256"]) == ("shipped", designs.shipped_warmup("demo", 22)[1])
 
 
 def test_the_last_evaluation_measures_the_policy_after_the_last_update(tmp_path, monkeypatch):

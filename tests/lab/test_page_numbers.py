@@ -60,7 +60,7 @@ FRAGMENTS = [
              f"= {POOLING}['per group']['share']; = {POOLING}['pooled']['J']; - 1/(the batch's 42 tokens); "
              f"= {POOLING}['pooled']['c'][0]; - the same; = {POOLING}['pooled']['c'][1]; = {POOLING}['pooled']['share']"),
     Fragment("docs/method.md", "(32 of 42 here)", f"- group 2's tokens of the batch's"),
-    Fragment("docs/method.md", "+0.095, beside sequence's and balanced's 0.000",
+    Fragment("docs/method.md", "+0.196, beside sequence's and balanced's 0.000",
              "- the demo's printed mean pg-loss (a run, in no report); - the same run's"),
     Fragment("docs/method.md", "and take 70% of its weight.",
              f"= -{EXAMPLE.format('token')}[2]"),
