@@ -18,7 +18,7 @@ import warnings
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import grpo_ba  # noqa: E402
 from grpo_ba_support.task import Task  # noqa: E402
 from toy_tasks.model import char_tokenizer, tiny_qwen3  # noqa: E402

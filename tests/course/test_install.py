@@ -12,8 +12,8 @@ from packaging.version import Version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOCK = "requirements/lock.txt"
-REQUIREMENT_FILES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "requirements*.txt"))
-                           if os.path.basename(p) != LOCK)
+REQUIREMENT_FILES = sorted(os.path.relpath(p, ROOT) for pattern in ("requirements.txt", "requirements/*.txt")
+                           for p in glob.glob(os.path.join(ROOT, pattern)) if os.path.relpath(p, ROOT) != LOCK)
 
 
 def read(name):

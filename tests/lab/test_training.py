@@ -201,9 +201,9 @@ def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_pa
     # the demo's own toy and warm-up length: it starts from the shipped warm-up, nothing is trained first
     assert main(TINY_FLAGS + ["--warmup-steps", "1000", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / "balanced" / "args.json").read_text())
-    assert (saved["design"], saved["eval_every"], designs.dense_eval(saved["design"])) == ("demo", 5, (10, 2))
+    assert (saved["design"], saved["eval_every"], designs.dense_eval(saved["design"])) == ("demo", 10, (0, 1))
     assert (tmp_path / "mechanism.png").exists() and (tmp_path / "bias_curves.png").exists()
-    assert "python -m grpo_ba_lab.analysis.sweep --design demo" in capsys.readouterr().out
+    assert "python -m grpo_ba_lab.analysis.sweep --design strong-band" in capsys.readouterr().out   # demo's paired design
     firsts = {rule: read_metrics(tmp_path / rule)[0] for rule in ("token", "sequence", "balanced")}
     assert all(m["accuracy"] is not None for m in firsts.values())
     assert len({m["accuracy"] for m in firsts.values()}) == 1 and len({m["reward_mean"] for m in firsts.values()}) == 1
