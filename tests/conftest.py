@@ -73,17 +73,24 @@ def verl_actor_config(base, prompts: int, mode: str, group_size: int, eps_low: f
 # `python -m pytest -q -m "not slow"`: the math core, the rules, the verifier, the command
 # line and the study commands' parsing, in about two minutes on a 2-core CPU. A test is
 # slow when it trains or builds a model (it asks for the warm-up cache or the tiny model),
-# runs the notebook, another trainer or a fresh install; the whole suite is what CI runs.
+# runs the notebook, another trainer, a fresh install or a `python -m` subprocess; the whole
+# suite is what CI runs.
 SLOW_FIXTURES = {"cache_dir", "tiny_model_dir"}
 SLOW_FILES = {"test_notebook.py", "test_trl_balanced.py", "test_trl_multiprocess.py", "test_verl_balanced.py",
               "test_install.py", "test_real_model.py", "test_rollout_engines.py", "test_gpu.py",
               "test_lora_and_eval.py", "test_verifier_fuzz.py", "test_exercises.py",
               "test_explore_page.py"}
+# tests that start `python -m ...` in a subprocess (a few seconds each): CI runs them
+SLOW_TESTS = {"test_python_m_analysis_report_redraws_from_saved_metrics_without_training",
+              "test_the_command_line_prints_the_step_table_and_draws_the_figure",
+              "test_each_lab_command_runs_as_python_m_and_lists_its_own_flags",
+              "test_python_m_grpo_ba_plots_redraws_a_single_run_from_its_files"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if SLOW_FIXTURES & set(item.fixturenames) or item.path.name in SLOW_FILES:
+        if (SLOW_FIXTURES & set(item.fixturenames) or item.path.name in SLOW_FILES
+                or item.originalname in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
 
 
