@@ -1,5 +1,5 @@
 """pyproject.toml installs every module of the project under names no other package owns,
-and agrees with requirements*.txt."""
+and agrees with requirements.txt and requirements/*.txt."""
 import os
 import shutil
 import subprocess
