@@ -376,6 +376,23 @@ def test_every_detectable_difference_in_toy_designs_md_is_computed_from_its_rows
     assert checked >= 12
 
 
+def test_version_1s_drop_sentence_quotes_what_its_five_seed_intervals_could_have_seen():
+    """The range of detectable drop differences in version 1's summary is recomputed from the
+    nine paired intervals of its drop table (5 seeds each), and none of them excludes 0."""
+    import re
+    with open(os.path.join(REPO, "docs", "toy-designs.md")) as f:
+        text = f.read()
+    table = text[text.index("Peak-to-last drop (peak of the 39"):]
+    table = table[:table.index("\n\n", table.index("| design |"))]
+    intervals = [tuple(map(float, pair)) for pair in
+                 re.findall(r"[+-][\d.]+ \[([+-][\d.]+), ([+-][\d.]+)\]", table)]
+    assert len(intervals) == 9 and all(low < 0 < high for low, high in intervals)
+    seen = [tc.paired_stats.detectable_difference(tc.paired_stats.sd_from_interval(low, high, 5), 5)
+            for low, high in intervals]
+    quoted = f"differences of {min(seen):.3f} to {max(seen):.3f} or more would have been seen"
+    assert quoted in " ".join(text.split())
+
+
 # ------------------------------------------------------------------ a crossed design (version 3)
 
 def _crossed(root, last=None, skip=()):
