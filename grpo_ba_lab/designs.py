@@ -53,40 +53,36 @@ LAB_DESIGNS = {
                                  warmup_steps=600, **LONG_RUN, **OWN_WARMUP),
                       seeds=_seeds(50)),      # loop-gap's control: the same with `~` rambles
     # The demo as version 2 registered it (registrations/demo-v2.md, where it is named `demo`):
-    # the weak-coupling world, its shipped warm-up for seed 20. Lab only since the demo moved to
+    # the weak-coupling world, its shipped warm-up for seed 20; renamed when the demo moved to
     # the strong world (docs/toy-designs.md).
     "demo-v2": dict(flags=dict(**SPREAD_ROOM, lr=1e-4, steps=30, eval_every=5, eval_dense_until=10,
-                            eval_dense_every=2, eval_prompts=729, **OWN_WARMUP),
-                 seeds=_seeds(20),
-                 # seed -> sha256 of warmup_path(design, seed), made on a 2-core Intel Xeon
-                 # (AVX-512, torch 2.13.0+cpu) by the plain warm-up (grpo_ba_lab/shipped_warmups.py)
-                 shipped={20: "f6b247e1a3fd800eea5b4bd2fa25f2b6474dfb04b009d1305e83c599f3b5fda2"},
-                 # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
-                 # samples, greedy accuracy on all 729 held-out prompts), the same on every
-                 # machine variant (tests/lab/test_designs.py)
-                 step0=dict(accuracy=0.6241426611796982, wrong_over_right=1.5030026936399343,
-                            std_over_mean=0.5008176512866948, len_right=11.3125,
-                            len_wrong=17.002717971801758, reward=0.28125),
-                 lab=True),
-    # Version 3 (registrations/demo-band-v3.md): the demo's world and 30 steps from warm-ups
+                               eval_dense_every=2, eval_prompts=729, **OWN_WARMUP),
+                    seeds=_seeds(20),
+                    # seed -> sha256 of warmup_path(design, seed): the plain warm-up, made on a
+                    # 2-core Intel Xeon (AVX-512, torch 2.13.0+cpu)
+                    shipped={20: "f6b247e1a3fd800eea5b4bd2fa25f2b6474dfb04b009d1305e83c599f3b5fda2"},
+                    # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
+                    # samples, greedy accuracy on all 729 held-out prompts), the same on every
+                    # machine variant (tests/lab/test_designs.py)
+                    step0=dict(accuracy=0.6241426611796982, wrong_over_right=1.5030026936399343,
+                               std_over_mean=0.5008176512866948, len_right=11.3125,
+                               len_wrong=17.002717971801758, reward=0.28125)),
+    # Version 3 (registrations/demo-band-v3.md): version 2's demo world and 30 steps from warm-ups
     # stopped inside a band of step-0 greedy accuracy (the lab's band warm-up), every seed on
-    # both machine variants (crossed). Lab only: the course trains no band warm-up.
+    # both machine variants (crossed).
     "demo-band": dict(flags=dict(**SPREAD_ROOM, lr=1e-4, steps=30, eval_every=5,
                                  eval_dense_until=10, eval_dense_every=2, eval_prompts=729,
                                  **OWN_WARMUP, warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
-                      seeds={variant: BAND_SEEDS for variant in BAND_VARIANTS}, version=3,
-                      lab=True),
+                      seeds={variant: BAND_SEEDS for variant in BAND_VARIANTS}, version=3),
     # Strong sign-length coupling (registrations/strong-band-v3.md): the same band, variants and
-    # 30 steps as demo-band in a world whose wrong answers stay long. Lab only.
+    # 30 steps as demo-band in a world whose wrong answers stay long.
     "strong-band": dict(flags=dict(**STRONG_WORLD, lr=1e-4, steps=30, eval_every=5,
                                    eval_prompts=729, **OWN_WARMUP,
                                    warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
-                        seeds={variant: STRONG_SEEDS for variant in BAND_VARIANTS}, version=3,
-                        lab=True),
+                        seeds={variant: STRONG_SEEDS for variant in BAND_VARIANTS}, version=3),
 }
-for _d in LAB_DESIGNS.values():            # the course offers none of them; one seed by default
+for _d in LAB_DESIGNS.values():            # the course offers none of them
     _d["lab"] = True
-    _d["flags"]["seed"] = next(iter(_d["seeds"].values()))[0]
 DESIGNS.update(LAB_DESIGNS)
 
 

@@ -80,17 +80,11 @@ SLOW_FILES = {"test_notebook.py", "test_trl_balanced.py", "test_trl_multiprocess
               "test_install.py", "test_real_model.py", "test_rollout_engines.py", "test_gpu.py",
               "test_lora_and_eval.py", "test_verifier_fuzz.py", "test_exercises.py",
               "test_explore_page.py"}
-# tests that start `python -m ...` in a subprocess (a few seconds each): CI runs them
-SLOW_TESTS = {"test_python_m_analysis_report_redraws_from_saved_metrics_without_training",
-              "test_the_command_line_prints_the_step_table_and_draws_the_figure",
-              "test_each_lab_command_runs_as_python_m_and_lists_its_own_flags",
-              "test_python_m_grpo_ba_plots_redraws_a_single_run_from_its_files"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if (SLOW_FIXTURES & set(item.fixturenames) or item.path.name in SLOW_FILES
-                or item.originalname in SLOW_TESTS):
+        if SLOW_FIXTURES & set(item.fixturenames) or item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
 
 

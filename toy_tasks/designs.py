@@ -54,8 +54,6 @@ DESIGNS = {
                                   eval_prompts=200, **OWN_WARMUP),
                        seeds={"native-2t": (80,)}, teaching=True),
 }
-for _d in DESIGNS.values():                # one seed runs by default: the design's first
-    _d["flags"]["seed"] = next(iter(_d["seeds"].values()))[0]
 NO_DESIGN = "plain"          # the flags' own defaults (the toy before the designs)
 AUTO = "auto"                # the demo runs `demo`; everything else runs `plain`
 DEMO = "demo"
@@ -76,7 +74,8 @@ def design_flags(name: str) -> dict:
     if name not in DESIGNS:
         raise ValueError(f"unknown design {name!r}; "
                          f"choose from {', '.join((NO_DESIGN, *DESIGNS))}")
-    return dict(DESIGNS[name]["flags"])
+    first_seed = next(iter(DESIGNS[name]["seeds"].values()))[0]      # one seed runs by default
+    return {**DESIGNS[name]["flags"], "seed": first_seed}
 
 
 def world(name: str) -> ToyWorld:

@@ -114,6 +114,7 @@ LAB_COMMANDS = {"grpo_ba_lab.train": "--lora-rank", "grpo_ba_lab.analysis.sweep"
                 "grpo_ba_lab.analysis.diagnose": "--adv-scale"}
 
 
+@pytest.mark.slow                # runs a `python -m` subprocess
 def test_each_lab_command_runs_as_python_m_and_lists_its_own_flags():
     # one interpreter runs each `python -m MODULE --help` (runpy, as -m does): one torch import, not five
     code = ("import contextlib, io, runpy, sys\n"

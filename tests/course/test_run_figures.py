@@ -46,6 +46,7 @@ def test_a_single_course_run_draws_its_own_mechanism_figure(single_run, capsys):
     assert not os.path.exists(os.path.join(single_run, "bias_curves.png"))     # the demo's, not a run's
 
 
+@pytest.mark.slow                # runs a `python -m` subprocess
 def test_python_m_grpo_ba_plots_redraws_a_single_run_from_its_files(single_run):
     os.remove(os.path.join(single_run, "mechanism.png"))
     result = subprocess.run([sys.executable, "-m", "grpo_ba_plots", single_run], cwd=REPO, capture_output=True,

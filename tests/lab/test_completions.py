@@ -73,6 +73,7 @@ def test_each_step_reads_as_its_own_batch(tmp_path):
     assert diagnose.diagnose_steps(write_plain(tmp_path / "plain.jsonl")) == []      # no step, no table
 
 
+@pytest.mark.slow                # runs a `python -m` subprocess
 def test_the_command_line_prints_the_step_table_and_draws_the_figure(tmp_path):
     path = write_completions(tmp_path / "c.jsonl")
     png = tmp_path / "figs" / "bias.png"

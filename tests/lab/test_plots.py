@@ -77,6 +77,7 @@ def test_every_figure_function_writes_a_nonempty_png(tmp_path):
     assert (tmp_path / "figs" / "table.md").read_text().count("| gap |") == 3
 
 
+@pytest.mark.slow                # runs a `python -m` subprocess
 def test_python_m_analysis_report_redraws_from_saved_metrics_without_training(tmp_path):
     fake_run(tmp_path, "variance", "balanced", 0, [0.5, 0.7], [0.0, 0.0], 8, 8)
     result = subprocess.run([sys.executable, "-m", "grpo_ba_lab.analysis.report", str(tmp_path)], cwd=REPO,
