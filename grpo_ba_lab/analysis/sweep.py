@@ -19,7 +19,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_lab.analysis import report, toy_consequences
 from grpo_ba_support.args import RULES, UsageError, arg, run_command
 from grpo_ba_lab.lab_args import check_args, parse_command
@@ -27,7 +26,7 @@ from grpo_ba_lab.train import train
 from grpo_ba_lab.plumbing import run_dirs
 from grpo_ba_lab import designs
 
-REPO = os.path.dirname(os.path.abspath(grpo_ba_run.__file__))   # holds grpo_ba_lab/
+REPO = designs.REPO       # the repository root: holds grpo_ba_lab/, grpo_ba.py and toy_tasks/
 
 
 @dataclass

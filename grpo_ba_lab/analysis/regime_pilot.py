@@ -1,0 +1,146 @@
+"""grpo_ba_lab/analysis/regime_pilot.py -- an exploratory pilot for the regime design: one world
+family in which only the length gap changes (docs/regime-design.md).
+
+    python -m grpo_ba_lab.analysis.regime_pilot --out runs/regime-pilot              # every world
+    python -m grpo_ba_lab.analysis.regime_pilot --out runs/regime-pilot --worlds gap-0 gap-30
+    python -m grpo_ba_lab.analysis.regime_pilot --out runs/regime-pilot --report-only
+
+Every world is strong-band's (a `~` ramble after a slip, the environment forcing half of the
+responses to start with a slip, responses capped at 48 tokens, a band warm-up, 30 GRPO steps at
+lr 1e-4, G = 8, P = 16) with held-out evaluations every 10 steps; the worlds differ in the
+slip's ramble length (`--gap-size`) alone. One more world, `spread-30`, is the paper's other
+axis, length variance with little gap: no ramble after a slip, half of all answers (right or
+wrong) ramble 30 tokens. The pilot's seeds (PILOT_SEEDS) are exploratory: no design uses them.
+
+The criteria that pick the design's levels (LEVELS, choose_levels) were committed before any
+pilot run; they read the step-0 length ratio, token's weight share on right answers and the
+stability of every rule, never which rule is ahead.
+"""
+from __future__ import annotations
+
+from grpo_ba_support.args import RULES
+from grpo_ba_lab.analysis import coupling_pilot, paired_stats
+from grpo_ba_lab.analysis.stability_probe import study_main
+
+PILOT_SEEDS = (1300, 1301)      # exploratory: no design uses them
+# strong-band's world and run with evaluations every 10 steps; --gap-size is the world's own
+FAMILY = ["--design", "plain", "--regime", "gap", "--slip-style", "ramble", "--force-frac", "0.5",
+          "--max-new-tokens", "48", "--warmup-steps", "1000", "--warmup-seed", "-1",
+          "--warmup-band-low", "0.45", "--warmup-band-high", "0.60", "--steps", "30",
+          "--eval-every", "10", "--eval-prompts", "729", "--lr", "1e-4", "--aggregator", "all"]
+GAPS = (0, 6, 12, 30)           # the candidate levels: a slip rambles this many tokens (+- 1/4)
+WORLDS = {f"gap-{g}": (f"a slip rambles {g} tokens, no spread",
+                       ["--gap-size", str(g), "--spread-size", "0"]) for g in GAPS}
+WORLDS["spread-30"] = ("the paper's variance axis: no ramble after a slip; half of all answers "
+                       "ramble 30 tokens", ["--gap-size", "0", "--spread-size", "30"])
+VARIANCE_WORLD = "spread-30"    # reported, never a level
+
+# A level's criteria, on the mean over the pilot's seeds of (step-0 wrong/right length ratio of
+# the step-0 batch, token's weight share on right answers averaged over token's run). Fixed
+# before any pilot run. Every seed of a candidate must also finish its band warm-up and have no
+# rule falling more than coupling_pilot.MAX_DROP from its peak.
+LEVELS = {"none": dict(ratio=(0.0, 1.25), share=(0.47, 1.0)),
+          "weak": dict(ratio=(1.4, 2.4), share=(0.40, 0.47)),
+          "strong": dict(ratio=(3.0, float("inf")), share=(0.0, 0.35))}
+WEAK_TARGET = 0.435             # among weak candidates, the run-mean share nearest this
+
+
+def command(world: str, seed: int, out: str, threads: int) -> list[str]:
+    """The lab trainer's command line of one (world, seed): the three rules from one warm-up."""
+    return [*FAMILY, *WORLDS[world][1], "--seed", str(seed), "--threads", str(threads),
+            "--output-dir", coupling_pilot.run_folder(out, world, seed)]
+
+
+def run_pilot(out: str, worlds, seeds, threads: int = 1, cache_dir: str = "", log=print):
+    """Trains every (world, seed), world by world; a (world, seed) whose three runs are
+    finished is skipped by the trainer's own resume logic."""
+    from grpo_ba_lab.train import main as train_main
+    for world in worlds:
+        for seed in seeds:
+            argv = command(world, seed, out, threads) + (["--cache-dir", cache_dir] if cache_dir else [])
+            log(f"{world}, seed {seed}: python -m grpo_ba_lab.train {' '.join(argv)}")
+            train_main(argv)
+
+
+def world_summary(found: dict, world: str) -> dict | None:
+    """Mean over the seeds with all three rules finished of step-0 ratio and token's run-mean
+    share, the seeds counted, and the stability misses; None when no seed finished."""
+    per_seed = [{rule: coupling_pilot.run_summary(runs[rule]) for rule in RULES}
+                for (w, _), runs in sorted(found.items()) if w == world and set(runs) >= set(RULES)]
+    if not per_seed:
+        return None
+    drops = [f"{rule} fell {s['drop']:.3f}" for seed in per_seed for rule, s in seed.items()
+             if s["drop"] > coupling_pilot.MAX_DROP]
+    return {"seeds": len(per_seed), "drops": drops,
+            "ratio0": paired_stats.mean_finite(s["token"]["ratio0"] for s in per_seed),
+            "share_run": paired_stats.mean_finite(s["token"]["share_run"] for s in per_seed)}
+
+
+def level_of(summary: dict, seeds: int) -> str | None:
+    """The level whose criteria a world's pilot summary meets (None: no level)."""
+    if summary is None or summary["seeds"] < seeds or summary["drops"]:
+        return None
+    for level, c in LEVELS.items():
+        if c["ratio"][0] <= summary["ratio0"] <= c["ratio"][1] and c["share"][0] <= summary["share_run"] <= c["share"][1]:
+            return level
+    return None
+
+
+def choose_levels(found: dict, seeds: int = len(PILOT_SEEDS)) -> dict:
+    """{level: world}: `none` the smallest gap meeting its criteria, `strong` the largest,
+    `weak` the one whose run-mean share is nearest WEAK_TARGET; a level none meets is absent."""
+    meeting = {}
+    for world in WORLDS:
+        if world == VARIANCE_WORLD:
+            continue
+        level = level_of(world_summary(found, world), seeds)
+        if level:
+            meeting.setdefault(level, []).append(world)
+    gap = lambda w: int(w.split("-")[1])                       # noqa: E731
+    chosen = {}
+    if meeting.get("none"):
+        chosen["none"] = min(meeting["none"], key=gap)
+    if meeting.get("weak"):
+        chosen["weak"] = min(meeting["weak"], key=lambda w: abs(world_summary(found, w)["share_run"] - WEAK_TARGET))
+    if meeting.get("strong"):
+        chosen["strong"] = max(meeting["strong"], key=gap)
+    return chosen
+
+
+def report_text(found: dict) -> str:
+    table = coupling_pilot.report_text(found).split("\n\nCriteria")[0]      # the per-run table
+    lines = [table, "", "Per world, mean over its seeds (criteria: regime_pilot.LEVELS):", "",
+             "| world | seeds | step-0 wrong/right | token's run-mean share | drops > 0.1 | level |",
+             "|---|---|---|---|---|---|"]
+    for world in WORLDS:
+        s = world_summary(found, world)
+        if s is None:
+            continue
+        level = "(variance axis, not a level)" if world == VARIANCE_WORLD else (level_of(s, len(PILOT_SEEDS)) or "none met")
+        lines.append(f"| {world} | {s['seeds']} | {s['ratio0']:.2f} | {s['share_run']:.3f} | "
+                     f"{'; '.join(s['drops']) or 'none'} | {level} |")
+    chosen = choose_levels(found)
+    lines += ["", "Levels chosen by choose_levels: " + (", ".join(f"{k} = {v}" for k, v in chosen.items())
+                                                         or "none")]
+    return "\n".join(lines) + "\n"
+
+
+def report(out: str, log=print) -> str:
+    found = coupling_pilot.collect(out)
+    if not found:
+        raise ValueError(f"no finished pilot runs under {out!r}")
+    text = report_text(found)
+    from grpo_ba_support import run as grpo_ba_run
+    import os
+    grpo_ba_run.write_atomic(os.path.join(out, "pilot.md"), text)
+    log(text + f"wrote {os.path.join(out, 'pilot.md')}")
+    return text
+
+
+def main(argv=None) -> int:
+    return study_main(argv, "python -m grpo_ba_lab.analysis.regime_pilot", __doc__, "worlds",
+                      WORLDS, PILOT_SEEDS, run_pilot, report)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""The regime pilot's worlds and criteria (grpo_ba_lab/analysis/regime_pilot.py), on hand-made
+metrics, and the sweep's subprocesses finding the repository from anywhere."""
+import json
+import os
+import subprocess
+import sys
+
+from grpo_ba_lab import designs
+from grpo_ba_lab.analysis import regime_pilot as rp
+from grpo_ba_lab.analysis import sweep
+from grpo_ba_lab.lab_args import check_args, parse_args
+
+
+def test_the_pilot_worlds_differ_in_the_gap_alone_and_share_strong_bands_run():
+    parsed = {w: parse_args(rp.command(w, 1300, "/tmp/p", 1)) for w in rp.WORLDS}
+    for args in parsed.values():
+        check_args(args)
+    base = vars(parsed["gap-30"])
+    for world, args in parsed.items():
+        differing = {k for k, v in vars(args).items() if v != base[k]}
+        allowed = {"gap_size", "output_dir"} | ({"spread_size"} if world == rp.VARIANCE_WORLD else set())
+        assert differing <= allowed, (world, differing)
+    strong = designs.DESIGNS["strong-band"]["flags"]
+    for key in ("regime", "slip_style", "force_frac", "max_new_tokens", "warmup_steps", "lr", "steps",
+                "warmup_band_low", "warmup_band_high", "eval_prompts"):
+        assert base[key] == strong[key], key
+    assert base["gap_size"] == 30 and base["aggregator"] == "all" and base["eval_every"] == 10
+
+
+def test_the_pilot_seeds_are_no_design_seeds():
+    used = {seed for name in designs.DESIGNS for seed, _ in designs.registered_seeds(name)}
+    assert not set(rp.PILOT_SEEDS) & used
+
+
+def _metrics(accuracies, share, right, wrong):
+    steps = [{"step": s, "pos_share_token": share, "len_right": right, "len_wrong": wrong,
+              "wrong_over_right": wrong / right} for s in range(30)]
+    for s, a in zip((0, 10, 20), accuracies[:-1]):
+        steps[s]["accuracy"] = a
+    return steps + [{"step": 30, "final_evaluation": True, "accuracy": accuracies[-1]}]
+
+
+def _found(worlds, acc=(0.5, 0.6, 0.65, 0.7)):
+    """{(world, seed): {rule: metrics}} for worlds {name: (share, wrong/right)}, two seeds."""
+    return {(w, seed): {rule: _metrics(acc, share, 7.0, 7.0 * ratio) for rule in ("token", "sequence", "balanced")}
+            for w, (share, ratio) in worlds.items() for seed in rp.PILOT_SEEDS}
+
+
+def test_levels_are_picked_by_ratio_share_and_stability_never_by_which_rule_is_ahead():
+    found = _found({"gap-0": (0.49, 1.0), "gap-6": (0.45, 1.6), "gap-12": (0.42, 2.2),
+                    "gap-30": (0.31, 3.5), "spread-30": (0.49, 1.0)})
+    assert rp.choose_levels(found) == {"none": "gap-0", "weak": "gap-6", "strong": "gap-30"}
+    # which rule ends ahead changes nothing
+    for (w, seed), runs in found.items():
+        runs["token"] = _metrics((0.5, 0.6, 0.65, 0.9), *[runs["token"][0][k] for k in ("pos_share_token",)],
+                                 7.0, runs["token"][0]["len_wrong"])
+    assert rp.choose_levels(found) == {"none": "gap-0", "weak": "gap-6", "strong": "gap-30"}
+
+
+def test_a_falling_rule_or_a_missing_seed_removes_a_candidate():
+    found = _found({"gap-0": (0.49, 1.0), "gap-30": (0.31, 3.5)})
+    found[("gap-30", 1301)]["balanced"] = _metrics((0.5, 0.8, 0.7, 0.6), 0.31, 7.0, 24.5)
+    assert rp.choose_levels(found) == {"none": "gap-0"}
+    del found[("gap-0", 1301)]
+    assert rp.choose_levels(found) == {}
+
+
+def test_the_report_names_each_worlds_level_from_the_runs_on_disk(tmp_path):
+    for (world, seed), runs in _found({"gap-0": (0.49, 1.0), "spread-30": (0.48, 1.1)}).items():
+        for rule, metrics in runs.items():
+            run = tmp_path / f"{world}-s{seed}" / rule
+            run.mkdir(parents=True)
+            (run / "args.json").write_text(json.dumps({"aggregator": rule, "seed": seed, "steps": 30}))
+            (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    text = rp.report(str(tmp_path), log=lambda *a: None)
+    assert "| gap-0 | 2 | 1.00 | 0.490 | none | none |" in text
+    assert "| spread-30 | 2 | 1.10 | 0.480 | none | (variance axis, not a level) |" in text
+    assert "Levels chosen by choose_levels: none = gap-0" in text
+
+
+def test_a_sweep_started_outside_the_repository_gives_its_runs_the_repository_root(tmp_path):
+    assert os.path.isfile(os.path.join(sweep.REPO, "grpo_ba.py"))
+    assert os.path.isdir(os.path.join(sweep.REPO, "grpo_ba_lab"))
+    # the path a sweep's subprocess gets imports the lab from another folder
+    env = {**os.environ, "PYTHONPATH": sweep.REPO}
+    done = subprocess.run([sys.executable, "-c", "import grpo_ba_lab.train, grpo_ba; print(grpo_ba.__file__)"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert os.path.dirname(done.stdout.strip()) == sweep.REPO
