@@ -1,12 +1,14 @@
-"""The paper's three aggregation rules inside verl, per group and exact, from one import and one
+"""The paper's three aggregation rules inside verl, per group and exact, from one install and one
 config key; and the bias in verl's logs.
 
-    VERL_USE_EXTERNAL_MODULES=grpo_ba_lab.integrations.verl_balanced PYTHONPATH=/path/to/grpo-ba:$PYTHONPATH \\
+    pip install /path/to/grpo-ba                   # a verl.plugins entry point (pyproject.toml)
     python -m verl.trainer.main_ppo algorithm.adv_estimator=grpo_balanced ...     # or grpo_token, grpo_sequence
 
-`import verl` imports every module named in VERL_USE_EXTERNAL_MODULES, in the driver
-and in every Ray worker (the trainer that computes advantages runs in a Ray actor, so
-importing this module in the driver script alone would not reach it). Importing it
+`import verl` loads every installed "verl.plugins" entry point (verl's default,
+VERL_USE_EXTERNAL_PLUGINS=auto), in the driver and in every Ray worker; from a clone that is
+not installed, VERL_USE_EXTERNAL_MODULES=grpo_ba_lab.integrations.verl_balanced with the clone
+on PYTHONPATH does the same. (verl logs a plugin that fails to import at DEBUG level only: an
+"Unknown advantage estimator" error then means this module did not load.) Importing it
 registers three advantage estimators (verl's `register_adv_est`), one per rule of grpo_ba
 (docs/method.md §2-§5), each applied per group of G = rollout.n responses, then averaged
 over the P groups of the batch:
@@ -42,14 +44,15 @@ parallelism (`dp_size` times the local sum over the global token count, then the
 mean) only split that sum. Tests: tests/lab/test_verl_balanced.py and
 tests/lab/test_verl_rules.py, through verl's own functions.
 
-Config keys (checked on every call against the trainer config verl passes in;
-anything else is refused with a ValueError naming the key, in one line):
+Config keys, checked at trainer start (verl's `validate_config`, which verl.trainer.main_ppo
+runs in the driver before Ray starts; wrapped below) and again on every batch; anything else is
+refused with a ValueError naming the key, in one line:
 
     algorithm.adv_estimator                        grpo_token, grpo_sequence or grpo_balanced
     actor_rollout_ref.actor.loss_agg_mode          token-mean (default) or seq-mean-token-sum
     actor_rollout_ref.actor.policy_loss.loss_mode  vanilla (default)
-    actor_rollout_ref.actor.ppo_mini_batch_size    = data.train_batch_size for an exact J_rule per
-                                                   optimizer step (see below); any value runs
+    actor_rollout_ref.actor.ppo_mini_batch_size    token-mean: = data.train_batch_size (one mini-batch);
+                                                   seq-mean-token-sum: any
     actor_rollout_ref.actor.use_dynamic_bsz        either: micro-batching never changes the result
     algorithm.norm_adv_by_std_in_grpo              either: advantages with or without std scaling
 
@@ -62,16 +65,13 @@ batch, so step k's gradient is
 
 - K = 1: both are exactly grad J_rule of the batch, whatever ppo_epochs (the coefficients
   depend only on lengths and advantages, so they stay right as the ratio moves).
-- K > 1, seq-mean-token-sum with actor.shuffle=True: over verl's random split, an
-  unbiased estimate of grad J_rule (the mean over all equally likely splits is exact),
-  the treatment TRL's integration gives steps_per_generation > GA. With shuffle=False
-  the split is fixed, and the K steps' gradients average to grad J_rule.
-- K > 1, token-mean: N / N_k is a random factor correlated with the rows drawn, so the
-  step is a ratio estimate, not unbiased (tested for balanced: on a batch of 8 rows in 2
-  mini-batches the mean step is 12% off grad J_BA in relative L1 and puts 50.6%, not 50%,
-  of its weight on the positive side; the gap shrinks as mini-batches grow). verl's own
-  token-mean mini-batches are the same kind of estimate of its full-batch token mean.
-  A one-time warning says so.
+- K > 1, seq-mean-token-sum: the weights of whole groups are fixed once per batch, as the TRL
+  integration fixes them once per generation batch. With verl's fixed split (actor.shuffle=False,
+  its default) the K steps average to grad J_rule at fixed parameters; with shuffle=True each step
+  is an unbiased estimate of it. A one-time warning says K.
+- K > 1, token-mean: refused. N / N_k depends on which rows a mini-batch drew, so the step
+  would be a ratio estimate (27% off grad J_BA in relative L1, averaged over the 5 steps of a
+  20-row batch: tests/lab/test_verl_balanced.py). The refusal names both ways out.
 
 Groups are verl's `uid` groups, wherever their rows lie (verl's balance_batch reorders
 rows before advantages are computed). Every group with at least one response token
@@ -106,11 +106,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections import OrderedDict
 
 import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
+from verl.utils import config as verl_config
 from verl.utils import tracking
 
 from grpo_ba import aggregation_coefficients, mask_from_lengths
@@ -120,6 +122,7 @@ ESTIMATORS = {"grpo_token": "token", "grpo_sequence": "sequence", "grpo_balanced
 ESTIMATOR = "grpo_balanced"
 MEASURE_ONLY = "grpo_with_bias_metrics"      # verl's GRPO unchanged, the bias in its logs
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum")
+METRIC_PREFIX = "aggregation/"               # verl's namespaced metrics: aggregation/pos_share_token, ...
 
 logger = logging.getLogger(__name__)
 _warned: set = set()
@@ -180,8 +183,20 @@ def trainer_config(config):
     return root if root is not None and "actor_rollout_ref" in root else None
 
 
-def check_trainer_config(root, rows, estimator=ESTIMATOR):
-    """-> (loss_agg_mode, mini-batches per batch K). Raises ValueError on what cannot be exact."""
+def mini_batches_per_batch(root, rows=None):
+    """K, verl's optimizer steps per batch and epoch: rows / (ppo_mini_batch_size * rollout.n), with
+    rows = data.train_batch_size * rollout.n when the batch is not at hand (at trainer start)."""
+    group = int(root.actor_rollout_ref.rollout.get("n", 1))
+    rows_per_mini_batch = int(root.actor_rollout_ref.actor.ppo_mini_batch_size) * group
+    if rows is None:
+        rows = int(root.data.train_batch_size) * group
+    return max(rows // rows_per_mini_batch, 1) if rows_per_mini_batch > 0 else 1
+
+
+def check_trainer_config(root, rows=None, estimator=ESTIMATOR):
+    """-> (loss_agg_mode, mini-batches per batch K). Raises ValueError, in one line naming the key,
+    on what cannot be exact. Called at trainer start (verl's validate_config, below) and again on
+    every batch (a driver of your own may skip validate_config)."""
     actor = root.actor_rollout_ref.actor
     mode = actor.get("loss_agg_mode", "token-mean")
     if mode not in LOSS_AGG_MODES:
@@ -193,9 +208,40 @@ def check_trainer_config(root, rows, estimator=ESTIMATOR):
         raise ValueError(f"algorithm.adv_estimator={estimator} needs actor_rollout_ref.actor.policy_loss.loss_mode="
                          f"vanilla (verl's default), got {loss_mode!r}: the rules weigh the clipped token term "
                          "(docs/method.md §1)")
-    rows_per_mini_batch = int(actor.ppo_mini_batch_size) * int(root.actor_rollout_ref.rollout.get("n", 1))
-    mini_batches = max(rows // rows_per_mini_batch, 1) if rows_per_mini_batch > 0 else 1
+    mini_batches = mini_batches_per_batch(root, rows)
+    if mini_batches > 1 and mode == "token-mean":
+        raise ValueError(f"algorithm.adv_estimator={estimator} with loss_agg_mode=token-mean needs one PPO mini-batch "
+                         f"per batch, got {mini_batches} (actor_rollout_ref.actor.ppo_mini_batch_size="
+                         f"{actor.ppo_mini_batch_size}, data.train_batch_size={root.data.train_batch_size}): token-mean "
+                         "divides each mini-batch by its own token count, which moves the rule's weights; set "
+                         "ppo_mini_batch_size = data.train_batch_size, or loss_agg_mode=seq-mean-token-sum, whose "
+                         "mini-batches keep the weights fixed once per batch (docs/verl.md)")
+    if mini_batches > 1:
+        _warn_once(("mini-batches", mini_batches), f"{estimator}: {mini_batches} PPO mini-batches per batch: the rule's "
+                   "weights are fixed once per batch and each optimizer step applies them, times "
+                   f"{mini_batches}, to its own rows: over verl's split (actor.shuffle) an unbiased estimate of "
+                   f"grad J_{ESTIMATORS.get(estimator, 'rule')}, and the {mini_batches} steps average to it at fixed "
+                   "parameters; ppo_mini_batch_size = data.train_batch_size makes each step exact (docs/verl.md)")
     return mode, mini_batches
+
+
+def validate_trainer_config(config):
+    """Refuse at trainer start, in one line, a config in which the estimator named by
+    algorithm.adv_estimator cannot be exact; nothing for another estimator."""
+    estimator = config.algorithm.get("adv_estimator") if "algorithm" in config else None
+    if estimator in ESTIMATORS:
+        check_trainer_config(config, None, estimator)
+
+
+def _validating_grpo_ba(validate):
+    """verl's validate_config (its start-up check of the trainer config, in the driver, before Ray
+    starts and any worker is built), followed by validate_trainer_config."""
+    @functools.wraps(validate)
+    def validate_config(config, *args, **kwargs):
+        validate_trainer_config(config)
+        return validate(config, *args, **kwargs)
+    validate_config.checks_grpo_ba = True
+    return validate_config
 
 
 def _warn_once(key, message):
@@ -220,18 +266,11 @@ def rule_advantage(estimator, token_level_rewards, response_mask, index=None, co
     rows = response_mask.shape[0]
     root = trainer_config(config)
     if root is not None:
-        mode, mini_batches = check_trainer_config(root, rows, estimator)
+        mode, _ = check_trainer_config(root, rows, estimator)
     else:
-        mode, mini_batches = "token-mean", 1
+        mode = "token-mean"
         _warn_once("no-config", f"{estimator}: no trainer config reached the estimator, so the actor's settings "
                                 "were not checked; assuming loss_agg_mode=token-mean and one mini-batch per batch")
-    if mini_batches > 1:
-        _warn_once(("mini-batches", mode), f"{estimator}: {mini_batches} mini-batches per batch with {mode}: each "
-                   f"optimizer step is an estimate of grad J_{rule}, not grad J_{rule} itself ("
-                   + ("a ratio estimate: set ppo_mini_batch_size = data.train_batch_size for an exact step, or "
-                      "loss_agg_mode=seq-mean-token-sum with actor.shuffle=True for an unbiased one"
-                      if mode == "token-mean" else "unbiased over verl's random split when actor.shuffle=True")
-                   + "; grpo_ba_lab/integrations/verl_balanced.py)")
     advantages = _verl_grpo(token_level_rewards, response_mask, index, config, epsilon, norm_adv_by_std_in_grpo)
     lengths, per_response, order, group_size = _record_bias(advantages, response_mask, index, estimator)
     scale = torch.zeros(rows)                                                      # s_i; 0 off the real groups
@@ -325,7 +364,7 @@ def pending_metrics(clear=True) -> dict[str, float]:
 def _log_with_bias_metrics(log):
     @functools.wraps(log)
     def logging_bias(self, data, step, backend=None):
-        extra = pending_metrics()
+        extra = {f"{METRIC_PREFIX}{key}": value for key, value in pending_metrics().items()}
         return log(self, {**data, **extra} if extra else data, step, backend=backend)
     logging_bias.adds_bias_metrics = True
     return logging_bias
@@ -333,3 +372,13 @@ def _log_with_bias_metrics(log):
 
 if not getattr(tracking.Tracking.log, "adds_bias_metrics", False):
     tracking.Tracking.log = _log_with_bias_metrics(tracking.Tracking.log)
+
+# Refusals at start: verl's entry point (verl.trainer.main_ppo.main) validates the config with
+# verl.utils.config.validate_config before Ray starts; the rules' checks run there too. This module
+# is imported while `import verl` runs (a verl.plugins entry point, or VERL_USE_EXTERNAL_MODULES),
+# before main_ppo binds the name; a main_ppo imported earlier is updated as well.
+if not getattr(verl_config.validate_config, "checks_grpo_ba", False):
+    verl_config.validate_config = _validating_grpo_ba(verl_config.validate_config)
+_main_ppo = sys.modules.get("verl.trainer.main_ppo")
+if _main_ppo is not None and not getattr(getattr(_main_ppo, "validate_config", None), "checks_grpo_ba", False):
+    _main_ppo.validate_config = verl_config.validate_config

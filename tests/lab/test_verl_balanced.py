@@ -222,33 +222,83 @@ def step_weights(actor, balanced, mask, rows, mode, rows_per_mini_batch):
     return -torch.autograd.grad(loss, logp)[0]
 
 
-@pytest.mark.parametrize("mode", vb.LOSS_AGG_MODES)
-def test_two_mini_batches_give_an_estimate_unbiased_only_with_seq_mean_token_sum(verl_base_config, mode, caplog):
-    """8 rows, K = 2 mini-batches of 4. Over all 70 equally likely first mini-batches (verl's
-    shuffle=True), the mean step equals grad J_BA for seq-mean-token-sum; for token-mean it
-    does not (a ratio estimate). Each single step: K (or N/N_k) times BA's weights on its rows."""
-    cfg = trainer_config(verl_base_config, prompts=2, mini_batch_prompts=1, mode=mode)
-    scores, mask, uids, order = make_batch([[1, 0, 1, 0], [0, 1, 1, 1]], [[2, 9, 1, 7], [3, 5, 4, 12]])
+def ba_weights(scores, mask, uids, order):
+    """BA's weights A_i * c_i of every token, in batch rows: -grad J_BA at ratio 1."""
+    target = torch.zeros(mask.shape)
+    target[order] = token_weights(mask[order], verl_grpo(scores, mask, uids)[order], G, "balanced")
+    return target
+
+
+def relative_l1(a, b):
+    return ((a - b).abs().sum() / b.abs().sum()).item()
+
+
+FIVE_GROUPS = ([[1, 0, 1, 0], [0, 1, 1, 1], [1, 0, 0, 0], [0, 1, 0, 1], [1, 1, 0, 1]],
+               [[2, 9, 1, 7], [3, 5, 4, 12], [6, 2, 8, 3], [10, 4, 2, 6], [1, 11, 5, 3]])
+
+
+def test_token_mean_with_several_mini_batches_is_refused_at_trainer_start_in_one_line(verl_base_config):
+    """verl's entry point (main_ppo.main) validates the config with validate_config before Ray
+    starts: the estimator's refusal runs there, before any rollout, and again on a batch."""
+    import verl.trainer.main_ppo as main_ppo
+    cfg = trainer_config(verl_base_config, prompts=5, mini_batch_prompts=1, mode="token-mean")
+    with pytest.raises(ValueError, match="needs one PPO mini-batch per batch, got 5") as refused:
+        main_ppo.validate_config(config=cfg, use_reference_policy=False, use_critic=False)
+    assert "\n" not in str(refused.value) and "seq-mean-token-sum" in str(refused.value)
+    scores, mask, uids, _ = make_batch(*FIVE_GROUPS)
+    with pytest.raises(ValueError, match="got 5"):
+        vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
+    for key, value in (("loss_agg_mode", "token-sum"), ("policy_loss.loss_mode", "gspo")):
+        bad = trainer_config(verl_base_config, prompts=5)
+        OmegaConf.update(bad.actor_rollout_ref.actor, key, value)
+        with pytest.raises(ValueError, match=key.split(".")[-1]):
+            main_ppo.validate_config(config=bad, use_reference_policy=False, use_critic=False)
+
+
+def test_five_mini_batches_of_seq_mean_token_sum_average_to_grad_j_ba_and_token_means_did_not(
+        verl_base_config, caplog):
+    """20 rows, K = 5 mini-batches of 4 (verl's fixed split, shuffle=False). With the weights fixed
+    once per batch (seq-mean-token-sum, Z = R), step k's gradient is K times BA's weights on its
+    rows, and the 5 steps average to grad J_BA at fixed parameters. The same coefficients under
+    token-mean (Z = N, what the estimator did before refusing it) leave each step scaled by N / N_k."""
+    cfg = trainer_config(verl_base_config, prompts=5, mini_batch_prompts=1, mode="seq-mean-token-sum")
+    scores, mask, uids, order = make_batch(*FIVE_GROUPS, seed=3)
     with caplog.at_level(logging.WARNING, logger=vb.__name__):
         balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
-    assert "2 mini-batches" in caplog.text and ("ratio estimate" if mode == "token-mean" else "unbiased") in caplog.text
-    target = torch.zeros(mask.shape)                             # BA's weights A_i * c_i, in batch rows
-    target[order] = token_weights(mask[order], verl_grpo(scores, mask, uids)[order], G, "balanced")
+    assert "5 PPO mini-batches per batch" in caplog.text
+    one_batch = trainer_config(verl_base_config, prompts=5, mode="token-mean")     # K = 1: Z = N
+    token_mean, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=one_batch.algorithm)
+    target = ba_weights(scores, mask, uids, order)
     actor = actor_config(cfg)
-    N, steps = mask.sum(), []
-    for rows in itertools.combinations(range(8), 4):
-        w = step_weights(actor, balanced, mask, list(rows), mode, rows_per_mini_batch=4)
-        factor = 2 if mode == "seq-mean-token-sum" else N / mask[list(rows)].sum()
+    steps = {"seq-mean-token-sum": [], "token-mean": []}
+    for k in range(5):
+        rows = list(range(4 * k, 4 * k + 4))
+        steps["seq-mean-token-sum"].append(step_weights(actor, balanced, mask, rows, "seq-mean-token-sum", 4))
+        steps["token-mean"].append(step_weights(actor, token_mean, mask, rows, "token-mean", 4))
         expected = torch.zeros_like(target)
-        expected[list(rows)] = factor * target[list(rows)]
+        expected[rows] = 5 * target[rows]
+        assert torch.allclose(steps["seq-mean-token-sum"][-1], expected, rtol=1e-5, atol=1e-7)
+    exact = relative_l1(torch.stack(steps["seq-mean-token-sum"]).mean(0), target)
+    was = relative_l1(torch.stack(steps["token-mean"]).mean(0), target)
+    assert exact < 1e-6 and was > 0.2
+
+
+def test_seq_mean_token_sum_mini_batches_are_unbiased_over_verls_shuffled_split(verl_base_config):
+    """8 rows, K = 2 mini-batches of 4. Over all 70 equally likely first mini-batches (verl's
+    shuffle=True), the mean step equals grad J_BA; each step is K times BA's weights on its rows."""
+    cfg = trainer_config(verl_base_config, prompts=2, mini_batch_prompts=1, mode="seq-mean-token-sum")
+    scores, mask, uids, order = make_batch([[1, 0, 1, 0], [0, 1, 1, 1]], [[2, 9, 1, 7], [3, 5, 4, 12]])
+    balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
+    target = ba_weights(scores, mask, uids, order)
+    actor = actor_config(cfg)
+    steps = []
+    for rows in itertools.combinations(range(8), 4):
+        w = step_weights(actor, balanced, mask, list(rows), "seq-mean-token-sum", rows_per_mini_batch=4)
+        expected = torch.zeros_like(target)
+        expected[list(rows)] = 2 * target[list(rows)]
         assert torch.allclose(w, expected, rtol=1e-5, atol=1e-7)
         steps.append(w)
-    mean = torch.stack(steps).mean(0)
-    deviation = ((mean - target).abs().sum() / target.abs().sum()).item()
-    if mode == "seq-mean-token-sum":
-        assert deviation < 1e-5                                  # unbiased: exact in expectation
-    else:
-        assert deviation > 0.05                                   # biased: 12% here (relative L1)
+    assert relative_l1(torch.stack(steps).mean(0), target) < 1e-5
 
 
 # =====================================================================================
@@ -340,13 +390,13 @@ def test_bias_metrics_reach_verls_logger_with_the_values_sign_weights_gives(verl
     adv, m = verl_grpo(scores, mask, uids)[order], mask[order]
     for rule in AGGREGATORS:
         w_pos, w_neg = sign_weights(m, adv, G, rule)
-        assert first[f"pos_share_{rule}"] == pytest.approx((w_pos.abs() / (w_pos.abs() + w_neg.abs())).item(), rel=1e-5)
+        assert first[f"aggregation/pos_share_{rule}"] == pytest.approx((w_pos.abs() / (w_pos.abs() + w_neg.abs())).item(), rel=1e-5)
     zero = torch.zeros(m.shape)
     drift = aggregate_token(clipped_token_loss(zero, zero, adv, m), m, adv, G).item()
-    assert first["token_loss_at_ratio_one"] == pytest.approx(drift, rel=1e-5, abs=1e-7)
-    assert first["pos_share_sequence"] == pytest.approx(0.5, abs=1e-5)
-    assert first["pos_share_token"] != pytest.approx(0.5, abs=1e-2)
-    assert "pos_share_token" not in second
+    assert first["aggregation/token_loss_at_ratio_one"] == pytest.approx(drift, rel=1e-5, abs=1e-7)
+    assert first["aggregation/pos_share_sequence"] == pytest.approx(0.5, abs=1e-5)
+    assert first["aggregation/pos_share_token"] != pytest.approx(0.5, abs=1e-2)
+    assert not any(key.startswith("aggregation/") for key in second)
 
 
 def test_measure_only_estimator_keeps_verls_advantages_and_logs_the_same_bias(verl_base_config):

@@ -221,6 +221,36 @@ def test_verl_use_external_modules_registers_the_three_estimators_in_a_fresh_pro
     assert result.stdout.strip().splitlines()[-1].split() == ["grpo_ba_lab.integrations.verl_balanced"] * 3
 
 
+def installed_entry_points(tmp_path):
+    """A distribution's metadata that declares pyproject.toml's verl.plugins entry points, as
+    `pip install` writes it: -> the folder to put on sys.path."""
+    import tomllib
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        declared = tomllib.load(f)["project"]["entry-points"]["verl.plugins"]
+    info = tmp_path / "grpo_ba-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: grpo-ba\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[verl.plugins]\n" + "".join(f"{k} = {v}\n" for k, v in declared.items()))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("plugins, registered", [("auto", True), ("none", False)])
+def test_the_installed_package_is_a_verl_plugin_that_import_verl_loads_by_default(tmp_path, plugins, registered):
+    """No VERL_USE_EXTERNAL_MODULES: the entry point alone registers the estimators and the start-up
+    check, in a fresh process, unless verl's plugin discovery is off (VERL_USE_EXTERNAL_PLUGINS=none)."""
+    env = {key: value for key, value in os.environ.items() if key != "VERL_USE_EXTERNAL_MODULES"}
+    env.update(VERL_USE_EXTERNAL_PLUGINS=plugins,
+               PYTHONPATH=os.pathsep.join([installed_entry_points(tmp_path), ROOT, os.environ.get("PYTHONPATH", "")]))
+    code = ("import verl; from verl.trainer.ppo import core_algos; import verl.utils.config as c; "
+            "print(sorted(set(core_algos.ADV_ESTIMATOR_REGISTRY) & {'grpo_token', 'grpo_sequence', 'grpo_balanced'}), "
+            "getattr(c.validate_config, 'checks_grpo_ba', False))")
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    expected = "['grpo_balanced', 'grpo_sequence', 'grpo_token'] True" if registered else "[] False"
+    assert result.stdout.strip().splitlines()[-1] == expected
+
+
 @pytest.mark.parametrize("estimator", ["grpo_token", "grpo_sequence"])
 @pytest.mark.parametrize("key, value, match", [
     ("loss_agg_mode", "seq-mean-token-mean", "loss_agg_mode"),
