@@ -21,8 +21,8 @@ A design's claim (docs/toy-designs.md, "The claim rule") has three verdicts:
 - not detected: neither; printed with the smallest difference detectable at 80% power.
 
 The verdict is always against 0, and it leads the row. Whether the pooled interval excludes
-an earlier version's value is a second, separate statement ("contradicts this project's
-version-1 toy value +0.080"): when both apply, the verdict against 0 is the row's verdict.
+an earlier version's value is a second, separate statement after it, marked as no verdict
+("Not a verdict: the pooled interval excludes this project's version-1 toy value +0.080").
 
 Smallest difference detectable at 80% power, two-sided alpha = 0.05, n pairs whose
 differences have standard deviation sd (the usual t approximation):
@@ -295,25 +295,31 @@ def design_verdicts(tests: dict, primaries=(), alpha: float = ALPHA) -> dict:
 
 
 def verdict_text(test: dict, word: str, digits: int = 3, excluded: bool | None = None,
-                 earlier_name: str = "the earlier value") -> str:
+                 earlier_name: str = "the earlier value", after_verdict: str = "",
+                 earlier_note: str = "") -> str:
     """The verdict as the docs print it, against 0 first: a not-detected row names what it could
-    have seen; then, as a separate statement, the earlier value the interval excludes
-    (`excluded`: design_verdicts' second item; default: the test's own p_earlier)."""
+    have seen, at what power; `after_verdict` (the report's "(Holm over 2 primaries)") follows the
+    verdict; then, as a separate sentence marked as no verdict, the earlier value the pooled
+    interval excludes (`excluded`: design_verdicts' second item; default: the test's own
+    p_earlier), with `earlier_note` after the value."""
     if word == NOT_DETECTED:
         seen = test["claim_detectable"]
         if math.isinf(seen):        # too few seeds somewhere: no size of difference could hold
             short = [why for why in test["why"] if "seeds" in why]
             text = f"{word}; no difference could have been seen ({'; '.join(short)})"
         else:
-            text = f"{word}; differences of {seen:.{digits}f} or more would have been seen"
+            text = (f"{word}; differences of {seen:.{digits}f} or more would have been seen "
+                    f"at {POWER:.0%} power")
     elif word == CONTRADICTED:
         text = f"{word} (holds with the other sign than {earlier_name} {test['earlier']:+.{digits}f})"
     else:
         text = word
+    text += after_verdict
     if excluded is None:
         excluded = earlier_excluded(test)
     if excluded and word != CONTRADICTED:
-        text += f"; contradicts {earlier_name} {test['earlier']:+.{digits}f} (it lies outside the interval)"
+        text += (f". Not a verdict: the pooled interval excludes {earlier_name} "
+                 f"{test['earlier']:+.{digits}f}{earlier_note}")
     return text
 
 

@@ -399,12 +399,19 @@ def paired_table(by_rule: dict) -> str:
 # What each design's registration (registrations/<design>-v<version>.md) fixes for its
 # report: its primaries ((pair, metric key), at most 2: Holm within the design), the metrics
 # chosen after its runs began (post hoc), and the values an earlier version claimed, which a
-# row may contradict. Every other row is secondary. Version 2 registered no primary; its
+# row's pooled interval may exclude (a second statement, never the verdict). Every other row is
+# secondary. Version 2 registered no primary; its
 # mechanism metrics were added after the demo's runs and while loop-gap's were going.
 MECHANISM_KEYS = ("late_len_right", "late_len_wrong", "pos_share")
 # balanced's weight share is 1/2 by formula and token's follows the lengths: a check that
 # the rules do what they say, not a finding
 MANIPULATION_CHECKS = ("pos_share",)
+# Rows whose two rules are equal by their formulas: no test, the reason instead of a verdict
+# (their per-seed differences are floating-point noise, at most BY_CONSTRUCTION_TOLERANCE).
+BY_CONSTRUCTION = {("balanced - sequence", "pos_share"):
+                   "balanced and sequence both give right answers one half of the weight, by formula"}
+BY_CONSTRUCTION_TOLERANCE = 1e-6
+IDENTICAL = "identical by construction"
 REGISTRATIONS = {
     # registered as `demo` (registrations/demo-v2.md); renamed when the demo moved to strong-band's world
     "demo-v2": dict(version=2, primaries=(), post_hoc=MECHANISM_KEYS, file="registrations/demo-v2.md",
@@ -431,9 +438,10 @@ REGISTRATIONS = {
                                               ("balanced - token", "acc_area"): 0.016,
                                               ("balanced - sequence", "last_acc"): 0.039},
                         earlier_name="demo-band's weak-coupling value", time_limited=True,
+                        earlier_note=" (design demo-band, a different world: both can be true)",
                         manipulation=dict(rule="token", key="pos_share", most=0.40)),
 }
-# Whose earlier values a design's rows may contradict: this project's own, never the paper's.
+# Whose earlier values a design's rows may exclude: this project's own, never the paper's.
 for _registration in REGISTRATIONS.values():
     _registration.setdefault("earlier_name", "this project's version-1 toy value")
 
@@ -472,6 +480,9 @@ def claim_rows(name: str, by_rule: dict) -> list[dict]:
     rows = []
     primaries = len(registration["primaries"])
     for key, row in tests.items():
+        if key in BY_CONSTRUCTION and _identical(row):
+            rows.append({**row, "verdict": IDENTICAL, "verdict_text": f"{IDENTICAL} ({BY_CONSTRUCTION[key]}); no test"})
+            continue
         if key in registration["primaries"]:      # Holm's first step tests at alpha / m
             row["claim_detectable"] = paired_stats.claim_detectable(
                 row, paired_stats.ALPHA / primaries)
@@ -479,12 +490,20 @@ def claim_rows(name: str, by_rule: dict) -> list[dict]:
         if failed and key[1] in ACCURACY_KEYS:     # the registered condition: no accuracy verdict
             rows.append({**row, "verdict": NO_VERDICT, "verdict_text": f"{NO_VERDICT} ({failed})"})
             continue
-        text = paired_stats.verdict_text(row, word, excluded=excluded,
-                                         earlier_name=registration.get("earlier_name", "the earlier value"))
-        if key in registration["primaries"]:
-            text += f" (Holm over {primaries} primaries)"
+        holm = f" (Holm over {primaries} primaries)" if key in registration["primaries"] else ""
+        text = paired_stats.verdict_text(row, word, excluded=excluded, after_verdict=holm,
+                                         earlier_name=registration.get("earlier_name", "the earlier value"),
+                                         earlier_note=registration.get("earlier_note", ""))
         rows.append({**row, "verdict": word, "verdict_text": text})
     return rows
+
+
+def _identical(test: dict) -> bool:
+    """Whether every part of a claim_test is within BY_CONSTRUCTION_TOLERANCE of 0 (pooled and
+    each variant's interval ends)."""
+    parts = [test, *test["variants"].values()]
+    return all(abs(p[end]) <= BY_CONSTRUCTION_TOLERANCE for p in parts for end in ("mean", "low", "high")
+               if p.get(end) is not None)
 
 
 # The accuracy rows: what a registered manipulation check withholds when it fails.
@@ -548,7 +567,8 @@ CLAIM_RULE = ("A row's verdict is against 0: it holds when its pooled 95% interv
               "the whole rule detects at 80% power. Whether the pooled interval excludes an earlier "
               "version's value is a second statement after the verdict, never the verdict. "
               "Primaries are judged after Holm within the design; every other row is secondary or "
-              "post hoc, as labelled")
+              "post hoc, as labelled. A row whose two rules are equal by their formulas reads identical "
+              "by construction and gets no test")
 
 
 def seeds_table(name: str, by_rule: dict, records: dict) -> str:

@@ -48,7 +48,8 @@ SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stabi
 # strings (2.13.0), model names (Qwen2.5) and ranges' second ends (0.97-0.99) are not signed.
 TOKEN = re.compile(r"(?P<word>\bnot\s+detected\b|\bcontradict(?:ed|s)?\b|\bholds?\b)"
                    r"|(?P<count>(?<![\w./])\d+/\d+(?![\w./])|(?<![\w.])\d+ of (?:its |the )?\d+\b)"
-                   r"|(?P<number>(?:(?<![\w.)\]])[+-])?(?<![\w.])(?:\d+\.\d+(?!\.\d)(?!\d)%?|\d+%)(?!\w))")
+                   r"|(?P<number>(?:(?<![\w.)\]])[+-])?(?<![\w.])(?:\d+\.\d+(?!\.\d)(?!\d)%?|\d+%)(?!\w)"
+                   r"(?!\s+power\b))")
 ANCHOR = re.compile(r"<!--\s*check(?P<table>-table)?:(?P<body>.*?)-->", re.S)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 COMMAND_LINE = re.compile(r"^ {4,}(?:python|nice|--|\S+ --)", re.M)
@@ -135,6 +136,8 @@ def against_zero(verdict_cell: str) -> str:
         return "holds"
     if verdict_cell.startswith("no verdict"):      # a failed manipulation check withholds it
         return "no verdict"
+    if verdict_cell.startswith("identical by construction"):      # equal by formula: no test
+        return "identical by construction"
     detectable = re.search(r"differences of (\S+) or more", verdict_cell)
     if "not detected" in verdict_cell:
         return f"not detected; differences of {detectable.group(1)} or more" if detectable else "not detected"
@@ -156,9 +159,13 @@ def unregistered_against_zero(row: dict) -> str:
 
 
 def earlier_value(verdict_cell: str) -> str:
-    """'contradicted: X' when the cell says an earlier value lies outside the interval, else ''."""
-    earlier = re.search(r"(?:the earlier|value) ([+-]\d+\.\d+)", verdict_cell)
-    return f"contradicted: {earlier.group(1)}" if earlier and "outside" in verdict_cell else ""
+    """'contradicted: X' when the cell's second statement (not its verdict) says the pooled
+    interval excludes an earlier value X ("Not a verdict: the pooled interval excludes ... value
+    X"; reports before 2026-12-03: "contradicts ... X (it lies outside the interval)"), else ''."""
+    earlier = re.search(r"interval excludes .*?value ([+-]\d+\.\d+)", verdict_cell)
+    if not earlier and "outside" in verdict_cell:
+        earlier = re.search(r"(?:the earlier|value) ([+-]\d+\.\d+)", verdict_cell)
+    return f"contradicted: {earlier.group(1)}" if earlier else ""
 
 
 _REPORTS: dict = {}

@@ -199,10 +199,12 @@ def test_an_excluded_earlier_value_is_a_second_statement_never_the_verdict():
     assert ps.verdict(test) == ps.NOT_DETECTED                   # against 0 it shows nothing
     text = ps.verdict_text(test, ps.verdict(test), earlier_name="this project's version-1 toy value")
     assert text.startswith("not detected; ")
-    assert text.endswith("; contradicts this project's version-1 toy value +0.155 (it lies outside the interval)")
+    assert text.endswith(". Not a verdict: the pooled interval excludes this project's version-1 toy "
+                         "value +0.155")
+    assert "contradict" not in text                              # two statements, one verdict
     inside = ps.claim_test(small, earlier=0.035)         # the earlier value inside: unconfirmed
     assert inside["low"] < 0.035 < inside["high"] and not ps.earlier_excluded(inside)
-    assert "contradicts" not in ps.verdict_text(inside, ps.verdict(inside))
+    assert "excludes" not in ps.verdict_text(inside, ps.verdict(inside))
     flipped = ps.claim_test(_nested([-0.05, -0.052, -0.048, -0.051, -0.049, -0.05],
                                     [-0.03, -0.035, -0.025, -0.032, -0.028, -0.03]), earlier=0.01)
     assert ps.verdict(flipped) == ps.CONTRADICTED                # holds, with the other sign
@@ -217,7 +219,7 @@ def test_a_not_detected_row_prints_the_difference_it_could_have_seen():
     text = ps.verdict_text(test, ps.verdict(test))
     seen = test["claim_detectable"]
     assert ps.verdict(test) == ps.NOT_DETECTED and math.isfinite(seen)
-    assert text == f"not detected; differences of {seen:.3f} or more would have been seen"
+    assert text == f"not detected; differences of {seen:.3f} or more would have been seen at 80% power"
     # the whole rule needs more than the pooled test alone: each variant has half the seeds
     assert seen > test["detectable"]
 
@@ -262,8 +264,11 @@ def test_a_row_that_sees_no_difference_from_0_leads_with_not_detected_then_names
     assert test["low"] < 0 < test["high"] < 0.080 and ps.verdict(test) == ps.NOT_DETECTED
     text = ps.verdict_text(test, ps.verdict(test), earlier_name="this project's version-1 toy value")
     assert text == (f"not detected; differences of {test['claim_detectable']:.3f} or more would have "
-                    "been seen; contradicts this project's version-1 toy value +0.080 (it lies outside "
-                    "the interval)")
+                    "been seen at 80% power. Not a verdict: the pooled interval excludes this project's "
+                    "version-1 toy value +0.080")
+    # a primary's "(Holm over 2 primaries)" follows the verdict, before the second statement
+    assert ps.verdict_text(test, ps.verdict(test), after_verdict=" (Holm)", earlier_note=" (note)").endswith(
+        "at 80% power (Holm). Not a verdict: the pooled interval excludes the earlier value +0.080 (note)")
     flipped = ps.claim_test(_nested([-0.05, -0.052, -0.048, -0.051, -0.049, -0.05],
                                     [-0.03, -0.035, -0.025, -0.032, -0.028, -0.03]), earlier=0.01)
     assert ps.verdict_text(flipped, ps.CONTRADICTED) == ("contradicted (holds with the other sign than "
@@ -276,6 +281,6 @@ def test_a_row_that_holds_below_an_earlier_claim_leads_with_holds():
               "default-1t": {s: 0.034 + (-1) ** s * 0.012 for s in range(8)}}
     test = ps.claim_test(steady, earlier=0.155)
     assert ps.verdict(test) == ps.HOLDS
-    assert ps.verdict_text(test, ps.HOLDS) == ("holds; contradicts the earlier value +0.155 "
-                                               "(it lies outside the interval)")
+    assert ps.verdict_text(test, ps.HOLDS) == ("holds. Not a verdict: the pooled interval excludes the "
+                                               "earlier value +0.155")
     assert ps.verdict_text(ps.claim_test(steady), ps.HOLDS) == "holds"

@@ -267,7 +267,7 @@ def test_the_report_labels_every_row_and_gives_each_a_verdict(tmp_path):
     rows = tc.claim_rows("loop-gap", by_rule)
     assert len(rows) == 3 * len(tc.METRICS)                          # every row, none chosen
     assert {r["label"] for r in rows} == {"secondary", "post hoc", "post hoc; manipulation check"}
-    assert {r["verdict"] for r in rows} <= {"holds", "contradicted", "not detected"}
+    assert {r["verdict"] for r in rows} <= {"holds", "contradicted", "not detected", tc.IDENTICAL}
     text = tc.design_report_text("loop-gap", by_rule, records)
     assert "registered in registrations/loop-gap-v2.md" in text
     share = "| weight share on right answers, run mean | post hoc; manipulation check |"
@@ -293,8 +293,8 @@ def test_a_row_whose_interval_excludes_the_earlier_claim_leads_with_its_verdict_
     assert row["earlier"] == 0.042 and row["high"] < 0.042
     assert row["verdict"] == "not detected"
     assert row["verdict_text"].startswith("not detected; ")
-    assert row["verdict_text"].endswith("; contradicts this project's version-1 toy value +0.042 "
-                                        "(it lies outside the interval)")
+    assert row["verdict_text"].endswith(". Not a verdict: the pooled interval excludes this project's "
+                                        "version-1 toy value +0.042")
 
 
 def test_a_not_detected_row_prints_the_difference_it_could_have_seen(tmp_path, monkeypatch):
@@ -308,7 +308,7 @@ def test_a_not_detected_row_prints_the_difference_it_could_have_seen(tmp_path, m
     assert row["verdict"] == "not detected" and 0 < row["claim_detectable"] < 1
     seen = row["claim_detectable"]
     assert row["verdict_text"] == (f"not detected; differences of {seen:.3f} or more would have "
-                                   "been seen")
+                                   "been seen at 80% power")
 
 
 def test_with_six_seeds_per_variant_a_consistent_primary_holds_after_holm(tmp_path, monkeypatch):
@@ -458,4 +458,20 @@ def test_a_crossed_claim_fails_when_one_variant_alone_does_not_show_it(tmp_path)
     # which the row says after its verdict
     assert row["verdict"] == "not detected"
     assert row["verdict_text"].startswith("not detected; ")
-    assert "contradicts this project's version-1 toy value +0.080 (it lies outside the interval)" in row["verdict_text"]
+    assert row["verdict_text"].endswith("Not a verdict: the pooled interval excludes this project's "
+                                        "version-1 toy value +0.080")
+
+
+def test_a_row_equal_by_formula_reads_identical_by_construction_not_a_detectable_difference(tmp_path):
+    # balanced and sequence both give right answers one half of the weight: no test, no
+    # "differences of 0.000 or more would have been seen"
+    _crossed(tmp_path)
+    by_rule, _ = tc.design_runs(str(tmp_path), "demo-band")
+    rows = {(r["pair"], r["key"]): r for r in tc.claim_rows("demo-band", by_rule)}
+    same = rows[("balanced - sequence", "pos_share")]
+    assert same["verdict"] == tc.IDENTICAL
+    assert same["verdict_text"].startswith("identical by construction (") and "would have" not in same["verdict_text"]
+    assert rows[("token - sequence", "pos_share")]["verdict"] != tc.IDENTICAL
+    from grpo_ba_lab.analysis import paired_stats
+    noisy = paired_stats.claim_test({"a": {s: 0.01 * (-1) ** s for s in range(6)}})
+    assert not tc._identical(noisy)                 # a real difference is tested as usual
