@@ -66,9 +66,15 @@ FRAGMENTS = [
              f"= -{EXAMPLE.format('token')}[2]"),
     Fragment("docs/method.md",
              "two floating-point paths) balanced's last accuracy exceeds sequence's by +0.039 (holds) and\n"
-             "  its lead over token is not detected (0.031 or more would have been seen)",
+             "its lead over token is not detected (0.031 or more would have been seen at 80% power)",
              "band | balanced - sequence / last held-out acc | pooled#1, against 0; "
              "band | balanced - token / last held-out acc | against 0"),
+    Fragment("docs/method.md",
+             "balanced's last accuracy exceeds\ntoken's by +0.077 (holds) and sequence's by +0.017 (not detected; "
+             "0.027 or more would have been\nseen at 80% power), and token ends below sequence by -0.060 (holds)",
+             "strong | balanced - token / last held-out acc | pooled#1, against 0; "
+             "strong | balanced - sequence / last held-out acc | pooled#1, against 0; "
+             "strong | token - sequence / last held-out acc | pooled#1, against 0"),
     Fragment("docs/teaching.md",
              "there balanced ends\n  +0.039 ahead of sequence (holds), its lead over token is not detected (0.031 or more would\n"
              "  have been seen), and the interval contradicts this project's larger version-1 toy values",
