@@ -21,9 +21,13 @@ def bias_metrics(advantages: torch.Tensor, lengths: torch.Tensor, group_size: in
     pos_share_<rule>         share of the rule's gradient weight at ratio 1 on A_i > 0 (docs/method.md §3)
     token_loss_at_ratio_one  J_tok at ratio 1 = mean over groups of -sum_i A_i L_i / sum_i L_i,
                              the drift of token aggregation's loss (0 for sequence and balanced)
+
+    A response without tokens (L_i = 0) contributes nothing, its advantage mass included: the
+    choice the TRL and verl integrations train with (docs/trl.md, docs/verl.md).
     """
-    advantages = advantages.detach().float().cpu()                                  # (B,)
-    mask = mask_from_lengths(lengths.detach().float().cpu())                        # (B, T)
+    lengths = lengths.detach().float().cpu()
+    advantages = advantages.detach().float().cpu() * (lengths > 0)                 # (B,); no tokens, no mass
+    mask = mask_from_lengths(lengths)                                               # (B, T)
     out = {}
     for rule in AGGREGATORS:
         share = positive_share(mask, advantages, group_size, rule)

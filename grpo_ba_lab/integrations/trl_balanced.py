@@ -98,27 +98,33 @@ from __future__ import annotations
 import json
 import time
 import uuid
+import warnings
+from dataclasses import dataclass, field
 
-from trl import GRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 
 from grpo_ba import AGGREGATORS, aggregation_coefficients, mask_from_lengths
 from grpo_ba_lab.integrations.bias_metrics import bias_metrics
 
 RULES = tuple(AGGREGATORS)                     # ("token", "sequence", "balanced"): grpo_ba's rules
+METRIC_PREFIX = "aggregation/"                 # TRL-style namespaced metrics: aggregation/pos_share_token, ...
 
 
 def check_rule(rule, where="AggregationGRPOTrainer"):
     """Refuse, in one line, a rule grpo_ba does not define."""
     if rule not in RULES:
-        raise ValueError(f"{where}: rule must be one of {', '.join(map(repr, RULES))} "
+        raise ValueError(f"{where}: aggregation_rule must be one of {', '.join(map(repr, RULES))} "
                          f"(grpo_ba's aggregation rules, docs/method.md), got {rule!r}")
     return rule
 
 
 def rule_coefficients(lengths, advantages, group_size, rule):
-    """c_i = dJ_rule/dl_it for every response of a batch: (B,) lengths, (B,) advantages -> (B,)."""
+    """c_i = dJ_rule/dl_it for every response of a batch: (B,) lengths, (B,) advantages -> (B,).
+    A response without loss tokens (L_i = 0: mask_truncated_completions, tool-only) contributes
+    nothing, its advantage mass included (docs/trl.md, "Empty responses")."""
     mask = mask_from_lengths(lengths.float())                                      # only lengths matter
-    coefficients = aggregation_coefficients(mask, advantages.float(), group_size, check_rule(rule))  # (B, T)
+    advantages = advantages.float() * (lengths > 0)                                # no tokens, no mass
+    coefficients = aggregation_coefficients(mask, advantages, group_size, check_rule(rule))  # (B, T)
     return coefficients[:, 0]                                                      # constant along a response
 
 
@@ -194,7 +200,7 @@ def log_bias_metrics(trainer, lengths, advantages):
     them over the logging window. Every process holds the same gathered batch, hence the same values."""
     mode = "train" if trainer.model.training else "eval"
     for name, value in bias_metrics(advantages, lengths, _group_size(trainer)).items():
-        trainer._metrics[mode][name].append(value)          # NaN (no signal) is skipped by TRL's log
+        trainer._metrics[mode][f"{METRIC_PREFIX}{name}"].append(value)   # NaN (no signal) is skipped by TRL's log
 
 
 class BiasMetricsMixin:
@@ -210,21 +216,95 @@ class GRPOTrainerWithBiasMetrics(BiasMetricsMixin, GRPOTrainer):
     """TRL's GRPOTrainer, unchanged, plus pos_share_* and token_loss_at_ratio_one in its logs."""
 
 
+def check_loss_settings(loss_type, importance_sampling_level, where):
+    """Refuse, in one line, the TRL settings under which no rule can be exact."""
+    if loss_type != "dapo":
+        raise ValueError(f"{where} needs loss_type='dapo' (TRL's default), got {loss_type!r}: the rules rescale "
+                         "advantages against dapo's normaliser, the only one fixed per generation batch")
+    if importance_sampling_level != "token":
+        raise ValueError(f"{where} supports importance_sampling_level='token' only, got "
+                         f"{importance_sampling_level!r}: grpo_ba's rules weigh token terms")
+
+
+@dataclass
+class AggregationGRPOConfig(GRPOConfig):
+    r"""
+    TRL's [`GRPOConfig`] with one more field: the aggregation rule of grpo_ba that
+    [`AggregationGRPOTrainer`] applies, per group (docs/method.md §2-§5). Being a field, the rule is
+    recorded wherever TRL records its config (`training_args.bin` in every checkpoint, the
+    `args` TensorBoard, W&B, trackio and MLflow receive) and is set from TRL's YAML or command line
+    (`TrlParser`): `aggregation_rule: token`, `--aggregation_rule token`.
+
+    Parameters:
+        aggregation_rule (`str`, *optional*, defaults to `"balanced"`):
+            `"token"` (the per-group token mean of DAPO's paper), `"sequence"` (original GRPO) or
+            `"balanced"` (Balanced Aggregation).
+
+    Refused here, in one line, before any model is built: a `loss_type` other than `"dapo"` and
+    `importance_sampling_level="sequence"`. Warned: `steps_per_generation >
+    gradient_accumulation_steps`, under which an optimizer step sees part of a generation batch.
+    """
+
+    aggregation_rule: str = field(
+        default="balanced",
+        metadata={"help": "grpo_ba's aggregation rule, applied per group of num_generations completions: 'token', "
+                          "'sequence' or 'balanced' (Balanced Aggregation, arXiv 2605.04077).",
+                  "choices": list(RULES)},
+    )
+
+    def __post_init__(self):
+        check_rule(self.aggregation_rule, "AggregationGRPOConfig")
+        check_loss_settings(self.loss_type, self.importance_sampling_level, "AggregationGRPOConfig")
+        super().__post_init__()
+        if self.steps_per_generation > self.gradient_accumulation_steps:
+            warnings.warn(f"AggregationGRPOConfig: steps_per_generation={self.steps_per_generation} > "
+                          f"gradient_accumulation_steps={self.gradient_accumulation_steps}, so one generation batch "
+                          f"feeds {self.steps_per_generation // self.gradient_accumulation_steps} optimizer steps: "
+                          f"each applies the {self.aggregation_rule} rule's weights, fixed once per generation batch, "
+                          "to its share of the rows, an unbiased estimate of grad J of the batch, not grad J itself; "
+                          "steps_per_generation = gradient_accumulation_steps makes each step exact (docs/trl.md)",
+                          stacklevel=3)
+
+
+def aggregation_config(args, model, name, rule=None):
+    """The trainer's AggregationGRPOConfig: `args` itself, or a default one where args is None
+    (TRL names its default output_dir after the model). Refuses a plain GRPOConfig in one line."""
+    if args is None:
+        model_id = model if isinstance(model, str) else getattr(getattr(model, "config", None), "_name_or_path", "")
+        args = AggregationGRPOConfig(f"{(model_id or 'model').split('/')[-1]}-GRPO",
+                                     **({"aggregation_rule": rule} if rule else {}))
+    if not isinstance(args, AggregationGRPOConfig):
+        raise TypeError(f"{name} needs args=AggregationGRPOConfig(..., aggregation_rule=...), got "
+                        f"{type(args).__name__}: the rule is a config field, so config, checkpoints and trackers "
+                        "record it (grpo_ba_lab.integrations.trl_balanced)")
+    return args
+
+
 class AggregationGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose policy-gradient loss is one of grpo_ba's rules, per group and exact
-    (rule = "token", "sequence" or "balanced"; docs/method.md §2-§5), with the bias metrics
-    of each generation batch in its logs. Every other argument is GRPOTrainer's."""
+    (`args.aggregation_rule` = "token", "sequence" or "balanced"; docs/method.md §2-§5), with the
+    bias metrics of each generation batch in its logs. Every argument is GRPOTrainer's; `args`
+    must be an AggregationGRPOConfig (default: one with aggregation_rule="balanced")."""
 
-    def __init__(self, *args, rule="balanced", **kwargs):
-        self.rule = check_rule(rule, type(self).__name__)
-        super().__init__(*args, **kwargs)
+    def __init__(self, model, reward_funcs, args=None, *more, **kwargs):
         name = type(self).__name__
-        if self.loss_type != "dapo":
-            raise ValueError(f"{name} needs GRPOConfig(loss_type='dapo') (TRL's default), got {self.loss_type!r}: "
-                             "it rescales advantages against dapo's normaliser, the only one fixed per generation batch")
-        if self.importance_sampling_level != "token":
-            raise ValueError(f"{name} supports importance_sampling_level='token' only, got "
-                             f"{self.importance_sampling_level!r}: grpo_ba's rules weigh token terms")
+        if "rule" in kwargs:
+            raise TypeError(f"{name} takes no rule=: set it in the config, AggregationGRPOConfig("
+                            f"aggregation_rule={kwargs['rule']!r}), so the run records it")
+        args = aggregation_config(args, model, name, self._fixed_rule())
+        if self._fixed_rule() not in (None, args.aggregation_rule):
+            raise ValueError(f"{name} is the {self._fixed_rule()} rule, got AggregationGRPOConfig(aggregation_rule="
+                             f"{args.aggregation_rule!r}): use AggregationGRPOTrainer for another rule")
+        # Checked again here (the config may have changed since it was built), before TRL builds the
+        # model, the reference model or a vLLM engine.
+        check_rule(args.aggregation_rule, name)
+        check_loss_settings(args.loss_type, args.importance_sampling_level, name)
+        self.rule = args.aggregation_rule
+        super().__init__(model, reward_funcs, args, *more, **kwargs)
+
+    @classmethod
+    def _fixed_rule(cls):
+        return None
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
@@ -238,10 +318,11 @@ class AggregationGRPOTrainer(GRPOTrainer):
 
 
 class BalancedGRPOTrainer(AggregationGRPOTrainer):
-    """AggregationGRPOTrainer(rule="balanced"): Balanced Aggregation (docs/method.md §2, §4)."""
+    """AggregationGRPOTrainer with aggregation_rule="balanced": Balanced Aggregation (docs/method.md §2, §4)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, rule="balanced", **kwargs)
+    @classmethod
+    def _fixed_rule(cls):
+        return "balanced"
 
 
 def new_run_id(num_processes: int) -> str:

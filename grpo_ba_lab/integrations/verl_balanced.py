@@ -155,7 +155,8 @@ def uid_groups(index, lengths, estimator=ESTIMATOR):
 def rule_coefficients(lengths, advantages, group_size, rule):
     """c_i = dJ_rule/dl_it for every response of contiguous groups: (B,) lengths, (B,) advantages -> (B,)."""
     mask = mask_from_lengths(lengths.float())                                      # only lengths matter
-    coefficients = aggregation_coefficients(mask, advantages.float(), group_size, rule)   # (B, T)
+    advantages = advantages.float() * (lengths > 0)          # no tokens, no mass (verl's (B, T) advantages say 0)
+    coefficients = aggregation_coefficients(mask, advantages, group_size, rule)    # (B, T)
     return coefficients[:, 0]                                                      # constant along a response
 
 

@@ -13,8 +13,9 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from grpo_ba import (AGGREGATORS, aggregate_balanced, aggregate_token, aggregation_coefficients,  # noqa: E402
                      clipped_token_loss, sign_weights, token_logprobs)
-from grpo_ba_lab.integrations.trl_balanced import (BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics,  # noqa: E402
-                                       balanced_advantages, check_trl_batch, dump_rollouts)
+from grpo_ba_lab.integrations.trl_balanced import (AggregationGRPOConfig, AggregationGRPOTrainer,  # noqa: E402
+                                                   BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics,
+                                                   balanced_advantages, check_trl_batch, dump_rollouts)
 from toy_tasks.model import char_tokenizer, tiny_qwen3  # noqa: E402
 
 
@@ -27,7 +28,8 @@ def make_trainer(tmp_path, cls=BalancedGRPOTrainer, loss_type="dapo", callbacks=
     tokenizer = char_tokenizer()
     model = tiny_qwen3(tokenizer, seed=0)
     data = Dataset.from_dict({"prompt": ["12+3+4=", "45+6+7=", "30+1+1=", "77+2+9="]})   # equal lengths: no padding
-    config = GRPOConfig(**{**dict(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
+    config_class = AggregationGRPOConfig if issubclass(cls, AggregationGRPOTrainer) else GRPOConfig
+    config = config_class(**{**dict(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
                                   max_completion_length=10, loss_type=loss_type, beta=0.0, use_cpu=True, report_to=[],
                                   temperature=1.0, logging_steps=1, max_steps=1, save_strategy="no"), **config})
     return cls(model=model, reward_funcs=reward, args=config, train_dataset=data, processing_class=tokenizer,
@@ -88,6 +90,9 @@ def test_trl_loss_and_gradients_equal_aggregate_balanced(tmp_path):
 def test_trainer_refuses_a_loss_type_it_cannot_rescale(tmp_path):
     with pytest.raises(ValueError, match="dapo"):
         make_trainer(tmp_path, loss_type="grpo")
+    with pytest.raises(TypeError, match="AggregationGRPOConfig"):                   # a plain GRPOConfig
+        BalancedGRPOTrainer(model=tiny_qwen3(char_tokenizer(), seed=0), reward_funcs=odd_length_reward,
+                            args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[]))
 
 
 def test_a_trl_whose_generation_batch_lacks_what_ba_reads_is_named_in_one_line():
@@ -113,12 +118,12 @@ def test_bias_metrics_appear_in_trls_logs_with_the_values_sign_weights_gives(tmp
     logged = trainer.state.log_history[0]                          # what console / W&B / TensorBoard receive
     for rule in AGGREGATORS:
         w_pos, w_neg = sign_weights(mask, adv, 4, rule)
-        assert logged[f"pos_share_{rule}"] == pytest.approx((w_pos.abs() / (w_pos.abs() + w_neg.abs())).item(), rel=1e-5)
+        assert logged[f"aggregation/pos_share_{rule}"] == pytest.approx((w_pos.abs() / (w_pos.abs() + w_neg.abs())).item(), rel=1e-5)
     zero = torch.zeros(mask.shape)
     drift = aggregate_token(clipped_token_loss(zero, zero, adv, mask), mask, adv, 4).item()
-    assert logged["token_loss_at_ratio_one"] == pytest.approx(drift, rel=1e-5, abs=1e-7)
-    assert logged["pos_share_sequence"] == pytest.approx(0.5, abs=1e-5)   # binary rewards: each sign gets half
-    assert logged["pos_share_token"] != pytest.approx(0.5)                # lengths differ: token does not
+    assert logged["aggregation/token_loss_at_ratio_one"] == pytest.approx(drift, rel=1e-5, abs=1e-7)
+    assert logged["aggregation/pos_share_sequence"] == pytest.approx(0.5, abs=1e-5)   # binary rewards: each sign gets half
+    assert logged["aggregation/pos_share_token"] != pytest.approx(0.5)                # lengths differ: token does not
 
 
 class GradientRecorder(TrainerCallback):
@@ -176,7 +181,7 @@ def test_dumped_trl_rollouts_diagnose_to_the_shares_trl_logged(tmp_path):
     # TRL divides by the unbiased std (+1e-4), diagnose by the population std (+1e-6): nearly the
     # same factor in every group, so the shares agree
     for rule in AGGREGATORS:
-        assert report[f"pos_share_{rule}"] == pytest.approx(logged[f"pos_share_{rule}"], rel=1e-3)
+        assert report[f"pos_share_{rule}"] == pytest.approx(logged[f"aggregation/pos_share_{rule}"], rel=1e-3)
 
 
 def test_dumped_lines_carry_trls_global_step_and_a_new_run_id_for_each_new_trainer_state(tmp_path):
@@ -223,4 +228,4 @@ def test_two_trl_runs_dumped_to_one_file_are_diagnosed_as_two_runs_not_merged(tm
         assert report["n_groups"] == 2 and report["group_size"] == 4 and report["run"] == run
         for rule in AGGREGATORS:
             key = f"pos_share_{rule}"
-            assert report[key] == pytest.approx(trl_logged[key], rel=1e-3), (run, rule)
+            assert report[key] == pytest.approx(trl_logged[f"aggregation/{key}"], rel=1e-3), (run, rule)

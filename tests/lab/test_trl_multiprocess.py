@@ -125,7 +125,7 @@ def test_every_process_logs_the_bias_of_the_gathered_batch(ranks, rule):
     for r in ranks:
         logged = r["logs"][0]
         for key, value in expected.items():
-            assert logged[key] == pytest.approx(value, rel=1e-5, abs=1e-7), (r["rank"], key)
+            assert logged[f"aggregation/{key}"] == pytest.approx(value, rel=1e-5, abs=1e-7), (r["rank"], key)
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -143,4 +143,4 @@ def test_the_processes_rollout_dumps_concatenate_into_one_run_that_diagnoses_as_
     assert report["n_groups"] == 3 and report["group_size"] == GROUP
     for rule in AGGREGATORS:                                         # TRL's std differs slightly
         key = f"pos_share_{rule}"
-        assert report[key] == pytest.approx(ranks[0]["logs"][0][key], rel=1e-3), rule
+        assert report[key] == pytest.approx(ranks[0]["logs"][0][f"aggregation/{key}"], rel=1e-3), rule

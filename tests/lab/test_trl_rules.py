@@ -1,4 +1,4 @@
-"""AggregationGRPOTrainer(rule=...) makes TRL's own loss equal grpo_ba's aggregate of each rule,
+"""AggregationGRPOTrainer with AggregationGRPOConfig(aggregation_rule=...) makes TRL's own loss equal grpo_ba's aggregate of each rule,
 per group; TRL's dapo is the per-group token rule only when the groups' total lengths agree."""
 import pytest
 import torch
@@ -11,7 +11,8 @@ from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from grpo_ba import AGGREGATORS, aggregate_token, aggregation_coefficients, clipped_token_loss, token_logprobs  # noqa: E402
-from grpo_ba_lab.integrations.trl_balanced import (RULES, AggregationGRPOTrainer, BalancedGRPOTrainer,  # noqa: E402
+from grpo_ba_lab.integrations.trl_balanced import (RULES, AggregationGRPOConfig, AggregationGRPOTrainer,
+                                                   BalancedGRPOTrainer,  # noqa: E402
                                                    loss_mask, rule_advantages)
 from toy_tasks.model import char_tokenizer, tiny_qwen3  # noqa: E402
 
@@ -26,12 +27,12 @@ def odd_length_reward(completions, **kwargs):
 def make_trainer(tmp_path, rule="token", cls=AggregationGRPOTrainer, callbacks=None, **config):
     tokenizer = char_tokenizer()
     data = Dataset.from_dict({"prompt": ["12+3+4=", "45+6+7=", "30+1+1=", "77+2+9="]})   # equal lengths: no padding
-    config = GRPOConfig(**{**dict(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=G,
-                                  max_completion_length=10, beta=0.0, use_cpu=True, report_to=[], temperature=1.0,
-                                  logging_steps=1, max_steps=1, save_strategy="no", bf16=False), **config})
-    kwargs = {} if cls is GRPOTrainer else {"rule": rule}
+    settings = {**dict(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=G,
+                       max_completion_length=10, beta=0.0, use_cpu=True, report_to=[], temperature=1.0,
+                       logging_steps=1, max_steps=1, save_strategy="no", bf16=False), **config}
+    config = GRPOConfig(**settings) if cls is GRPOTrainer else AggregationGRPOConfig(aggregation_rule=rule, **settings)
     return cls(model=tiny_qwen3(tokenizer, seed=0), reward_funcs=odd_length_reward, args=config,
-               train_dataset=data, processing_class=tokenizer, callbacks=callbacks, **kwargs)
+               train_dataset=data, processing_class=tokenizer, callbacks=callbacks)
 
 
 from test_trl_balanced import trl_batches  # noqa: E402,F401  (every generation batch TRL makes)
@@ -123,6 +124,7 @@ def test_the_trainers_logged_bias_does_not_depend_on_its_rule(tmp_path, trl_batc
         logged.append(trainer.state.log_history[0])
     assert torch.equal(trl_batches[0]["completion_ids"], trl_batches[1]["completion_ids"])   # same seed, same batch
     for key in ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one"):
+        key = f"aggregation/{key}"
         assert logged[0][key] == pytest.approx(logged[1][key], rel=1e-6), key
 
 
@@ -172,28 +174,82 @@ def test_trls_dapo_is_the_per_group_token_rule_only_when_group_totals_agree(tmp_
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(rule="tokens"), "rule must be one of 'token', 'sequence', 'balanced'"),
-    (dict(rule="sequence", loss_type="grpo"), "needs GRPOConfig\\(loss_type='dapo'\\)"),
-    (dict(rule="token", loss_type="bnpo"), "got 'bnpo'"),
-    (dict(rule="token", importance_sampling_level="sequence", loss_type="dapo"), "importance_sampling_level"),
+    (dict(aggregation_rule="tokens"), "aggregation_rule must be one of 'token', 'sequence', 'balanced'"),
+    (dict(aggregation_rule="sequence", loss_type="grpo"), "needs loss_type='dapo'"),
+    (dict(aggregation_rule="token", loss_type="bnpo"), "got 'bnpo'"),
+    (dict(aggregation_rule="token", importance_sampling_level="sequence"), "importance_sampling_level"),
 ])
-def test_a_configuration_that_cannot_be_exact_is_refused_in_one_line(tmp_path, kwargs, match):
-    rule = kwargs.pop("rule")
+def test_a_configuration_that_cannot_be_exact_is_refused_in_one_line_when_the_config_is_built(tmp_path, kwargs,
+                                                                                              match):
+    """TRL's own config checks run in GRPOConfig.__post_init__; these do too, so a YAML or CLI run
+    stops before the model, the reference model or a vLLM engine is built."""
     with pytest.raises(ValueError, match=match) as refused:
-        make_trainer(tmp_path, rule=rule, **kwargs)
+        AggregationGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **kwargs)
     assert "\n" not in str(refused.value)
 
 
-def test_balanced_trainer_is_the_balanced_rule_and_takes_no_other(tmp_path):
+def test_a_config_changed_after_it_was_built_is_refused_before_trl_builds_the_model(tmp_path, monkeypatch):
+    config = AggregationGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], aggregation_rule="token")
+    config.loss_type = "grpo"
+    built = []
+    monkeypatch.setattr(trl_grpo, "create_model_from_path", lambda *a, **k: built.append(a))
+    with pytest.raises(ValueError, match="needs loss_type='dapo'"):
+        AggregationGRPOTrainer(model="some/model-id", reward_funcs=odd_length_reward, args=config)
+    assert built == []
+
+
+def test_steps_per_generation_above_accumulation_is_warned_and_equal_is_not(tmp_path):
+    with pytest.warns(UserWarning, match="steps_per_generation=4 > gradient_accumulation_steps=2.*unbiased estimate"):
+        AggregationGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], gradient_accumulation_steps=2,
+                              steps_per_generation=4)
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        AggregationGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], gradient_accumulation_steps=2)
+    assert not [w for w in caught if "steps_per_generation" in str(w.message)]
+
+
+def test_the_rule_is_a_config_field_set_from_trls_yaml_and_command_line(tmp_path):
+    from trl import TrlParser
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"output_dir: {tmp_path}\naggregation_rule: token\nuse_cpu: true\nreport_to: none\n")
+    parser = TrlParser((AggregationGRPOConfig,))
+    (from_yaml,) = parser.parse_args_and_config(["--config", str(recipe)])
+    (from_cli,) = parser.parse_args_and_config(["--config", str(recipe), "--aggregation_rule", "sequence"])
+    assert (from_yaml.aggregation_rule, from_cli.aggregation_rule) == ("token", "sequence")
+    assert AggregationGRPOConfig(output_dir=str(tmp_path), use_cpu=True).aggregation_rule == "balanced"
+    with pytest.raises(SystemExit):                                   # argparse's choices
+        parser.parse_args_and_config(["--config", str(recipe), "--aggregation_rule", "pooled"])
+
+
+def test_the_rule_is_recorded_where_trl_records_its_config(tmp_path):
+    """training_args.bin in every checkpoint, and to_dict / to_json_string, which the trackers
+    (W&B, TensorBoard's args text, MLflow, trackio) log."""
+    import json
+    trainer = make_trainer(tmp_path, rule="sequence", save_strategy="steps", save_steps=1)
+    trainer.train()
+    saved = torch.load(tmp_path / "checkpoint-1" / "training_args.bin", weights_only=False)
+    assert saved.aggregation_rule == "sequence" and trainer.rule == "sequence"
+    assert json.loads(trainer.args.to_json_string())["aggregation_rule"] == "sequence"
+    assert trainer.args.to_dict()["aggregation_rule"] == "sequence"
+
+
+def test_balanced_trainer_is_the_balanced_rule_and_refuses_another_in_one_line(tmp_path):
+    config = AggregationGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                                   per_device_train_batch_size=8, num_generations=G)
     trainer = BalancedGRPOTrainer(model=tiny_qwen3(char_tokenizer(), seed=0), reward_funcs=odd_length_reward,
-                                  args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
-                                                  per_device_train_batch_size=8, num_generations=G),
-                                  train_dataset=Dataset.from_dict({"prompt": ["1+1="]}),
+                                  args=config, train_dataset=Dataset.from_dict({"prompt": ["1+1="]}),
                                   processing_class=char_tokenizer())
     assert trainer.rule == "balanced" and isinstance(trainer, AggregationGRPOTrainer)
     assert trainer.loss_type == "dapo"                                            # TRL's default, untouched
-    with pytest.raises(TypeError, match="rule"):
-        BalancedGRPOTrainer(rule="token")
+    for call, error, match in [
+            (lambda: BalancedGRPOTrainer(None, None, rule="token"), TypeError, "takes no rule=.*aggregation_rule"),
+            (lambda: AggregationGRPOTrainer(None, None, rule="token"), TypeError, "takes no rule="),
+            (lambda: BalancedGRPOTrainer(None, None, args=AggregationGRPOConfig(
+                output_dir=str(tmp_path), use_cpu=True, aggregation_rule="token")), ValueError, "is the balanced rule")]:
+        with pytest.raises(error, match=match) as refused:
+            call()
+        assert "\n" not in str(refused.value)
 
 
 def test_lengths_are_trls_loss_mask_with_tool_results_left_out():
@@ -212,3 +268,33 @@ def test_each_rules_rescaled_advantages_are_a_times_its_coefficient_times_n():
         assert torch.allclose(rule_advantages(adv, mask, n, G, rule), adv * c * n)
     token = rule_advantages(adv, mask, n, G, "token")                    # one group: c_i = 1 / N, A unchanged
     assert torch.allclose(token, adv)
+
+
+# =====================================================================================
+# An empty response (mask_truncated_completions, overlong masking): it contributes nothing
+# =====================================================================================
+
+
+def test_a_fully_masked_completion_contributes_nothing_not_even_its_advantage_mass_under_balanced():
+    """rewards [1, 1, 0, 0], loss-mask lengths [3, 5, 2, 0]: the wrong completion TRL masked keeps
+    its advantage in TRL's batch, but under balanced its mass does not move to the 2-token wrong
+    one (coefficient 1 / (G * 2), not 1 / G), and TRL's dapo loss with the rescaled advantages is
+    J_BA of the group with that completion left out (tests/course/test_empty_response.py)."""
+    from grpo_ba import aggregate_balanced, mask_from_lengths
+    from grpo_ba_lab.integrations.bias_metrics import bias_metrics
+    lengths = torch.tensor([3, 5, 2, 0])
+    mask = mask_from_lengths(lengths).long()
+    adv = torch.tensor([0.866, 0.866, -0.866, -0.866])                 # TRL's: unbiased std, the masked one included
+    n = mask.sum()
+    rescaled = rule_advantages(adv, mask, n, G, "balanced")
+    assert rescaled[2].item() == pytest.approx(adv[2].item() / (G * 2) * n.item(), rel=1e-6)
+    assert rescaled[3].item() == 0
+    logp = torch.randn(mask.shape, generator=torch.Generator().manual_seed(0))
+    old = logp + 0.3 * torch.randn(mask.shape, generator=torch.Generator().manual_seed(1))
+    dapo = (clipped_token_loss(logp, old, rescaled, mask.float()) * mask).sum() / n      # TRL's dapo
+    left_out = aggregate_balanced(clipped_token_loss(logp, old, adv, mask.float()), mask.float(),
+                                  adv * (lengths > 0), G)
+    assert dapo.item() == pytest.approx(left_out.item(), rel=1e-5)
+    logged = bias_metrics(adv, lengths.float(), G)                      # sequence's weight per sign, kept
+    assert logged["pos_share_balanced"] == pytest.approx(logged["pos_share_sequence"], rel=1e-6)
+    assert logged["pos_share_balanced"] == pytest.approx(2 / 3, rel=1e-5)

@@ -347,6 +347,27 @@ def test_unsupported_actor_settings_are_refused_by_name(verl_base_config, key, v
         vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
 
 
+def test_an_empty_response_in_a_real_group_contributes_nothing_not_even_its_advantage_mass(verl_base_config):
+    """rewards [1, 1, 0, 0], lengths [3, 5, 2, 0]: verl's (B, T) advantages are 0 on a row without
+    response tokens, so its mass never reaches balanced's sides: the 2-token wrong answer gets
+    1 / (G * 2), as in the TRL integration (tests/lab/test_trl_rules.py), and verl's loss is J_BA of
+    the group with the empty response left out (tests/course/test_empty_response.py)."""
+    cfg = trainer_config(verl_base_config, prompts=1)
+    scores, mask, uids, order = make_batch([[1, 1, 0, 0]], [[3, 5, 2, 0]])
+    balanced, _ = vb.compute_grpo_balanced_advantage(scores, mask, uids, config=cfg.algorithm)
+    per_row = vb.response_advantages(balanced, mask)[order]
+    adv = verl_grpo(scores, mask, uids)[order]
+    assert adv.tolist() == pytest.approx([0.866024, 0.866024, -0.866024, 0.0], abs=1e-6)
+    assert per_row[2].item() == pytest.approx(adv[2].item() / (G * 2) * 10, rel=1e-6)      # N = 10 tokens
+    logp, old = off_policy(mask, seed=4)
+    loss, _ = verl_policy_loss(actor_config(cfg), logp, old, balanced, mask, "token-mean", batch_num_tokens=10)
+    m = mask[order]
+    ours = aggregate_balanced(clipped_token_loss(logp[order], old[order], adv, m, EPS_LOW, EPS_HIGH), m, adv, G)
+    assert loss.item() == pytest.approx(ours.item(), rel=1e-5, abs=1e-7)
+    logged = vb.pending_metrics()
+    assert logged["pos_share_balanced"] == pytest.approx(logged["pos_share_sequence"], rel=1e-6)
+
+
 def test_groups_of_unequal_size_are_refused(verl_base_config):
     cfg = trainer_config(verl_base_config, prompts=2)
     scores, mask, uids, _ = make_batch([[1, 0, 1, 0], [0, 1, 1, 1]], [[2, 9, 1, 7], [3, 5, 4, 12]])

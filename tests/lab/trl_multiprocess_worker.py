@@ -15,9 +15,10 @@ import sys
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
-from grpo_ba_lab.integrations.trl_balanced import RULES, AggregationGRPOTrainer, BalancedGRPOTrainer, dump_rollouts
+from grpo_ba_lab.integrations.trl_balanced import (RULES, AggregationGRPOConfig, AggregationGRPOTrainer,
+                                                   BalancedGRPOTrainer, dump_rollouts)
 from toy_tasks.model import char_tokenizer, tiny_qwen3
 
 PER_DEVICE, GROUP = 6, 4          # 12 rows globally, 3 groups of 4: the middle group spans both processes
@@ -67,16 +68,17 @@ def train_one(rule, out_dir):
     """One optimizer step of `rule` from the same weights and seed; -> what this process saw."""
     tokenizer = char_tokenizer()
     model = tiny_qwen3(tokenizer, seed=0)
-    config = GRPOConfig(output_dir=out_dir, per_device_train_batch_size=PER_DEVICE, num_generations=GROUP,
-                        max_completion_length=10, loss_type="dapo", beta=0.0, use_cpu=True, report_to=[],
-                        temperature=1.0, logging_steps=1, max_steps=1, save_strategy="no", max_grad_norm=0.0,
-                        seed=0, ddp_backend="gloo", bf16=False)   # float32: the check is exact
+    config = AggregationGRPOConfig(output_dir=out_dir, per_device_train_batch_size=PER_DEVICE, num_generations=GROUP,
+                                   max_completion_length=10, loss_type="dapo", beta=0.0, use_cpu=True, report_to=[],
+                                   temperature=1.0, logging_steps=1, max_steps=1, save_strategy="no",
+                                   max_grad_norm=0.0, seed=0, ddp_backend="gloo", bf16=False,   # float32: exact
+                                   aggregation_rule=rule)
     recorder = GradientRecorder()
     rollouts = os.path.join(out_dir, f"rollouts-{rule}.jsonl")       # each process writes its .rank<r>
     reward = dump_rollouts(odd_length_reward, rollouts, GROUP)
     kwargs = dict(model=model, reward_funcs=reward, args=config, callbacks=[recorder], processing_class=tokenizer,
                   train_dataset=Dataset.from_dict({"prompt": PROMPTS}))
-    trainer = BalancedRecordingTrainer(**kwargs) if rule == "balanced" else RecordingTrainer(rule=rule, **kwargs)
+    trainer = BalancedRecordingTrainer(**kwargs) if rule == "balanced" else RecordingTrainer(**kwargs)
     trainer.train()
     with open(f"{rollouts}.rank{trainer.accelerator.process_index}") as f:
         dumped = f.read().splitlines()
