@@ -6,7 +6,9 @@ Each mutation changes one thing in one page, the others left as they are: one di
 number or count (d -> d+1 mod 10), or a verdict word swapped for each of the other two
 (holds / contradicted / not detected). The checker then runs on that page; a mutation is
 caught when it reports a problem. Tokens whose anchor says `-` (from no report: timings,
-flags, a threshold) are counted apart: the checker reads nothing for them."""
+flags, a threshold) are counted apart: the checker reads nothing for them. Scope mutations
+insert, after a heading, a sentence that relates two registered designs (a verdict word, a
+causal or change verb, "contradicts") or a line of stray text; each must be reported."""
 from __future__ import annotations
 
 import os
@@ -67,8 +69,48 @@ def count(anchored: dict, fragments: list) -> dict:
     return counts
 
 
+# Scope mutations: a sentence relating two registered designs, or stray text, inserted after a
+# heading of a page (never inside code); the scope and stray checkers must report each.
+SCOPE_SENTENCES = ("{a}'s lead grows into {b}'s.", "{b}'s intervals contradict {a}'s values.",
+                   "Balanced holds in `{b}` and is not detected in `{a}`.",
+                   "The forced slips of {b} cause its larger lead over {a}.",
+                   "| {a} | {b} | the gap changes the lead |")
+STRAY_LINES = ("0.077 0.055", "-->", "+0.008 [-0.002, +0.018]")
+DESIGN_PAIRS = (("demo-band", "strong-band"), ("loop-gap", "spread-room"))
+
+
+def scope_mutants(text: str, headings: int = 3) -> list[str]:
+    """The page with one scope sentence or one stray line inserted after one of its first
+    `headings` headings (outside code)."""
+    plain, at, spots = pn.prose(text), 0, []
+    for line in plain.split("\n"):
+        at += len(line) + 1
+        if line.startswith("#") and len(spots) < headings:
+            spots.append(at - 1)
+    inserts = [f"\n\n{t.format(a=a, b=b)}\n" for t in SCOPE_SENTENCES for a, b in DESIGN_PAIRS]
+    inserts += [f"\n\n{line}\n" for line in STRAY_LINES]
+    return [text[:spot] + insert + text[spot:] for spot in spots for insert in inserts]
+
+
+def count_scope(pages) -> dict:
+    """{page: Counter(scope, scope_caught)} over every scope mutant of each page that passes as it is."""
+    counts = {}
+    for page in pages:
+        text = _read(page)
+        if pn.scope_problems(text, page) or pn.stray_problems(text, page):
+            continue                                   # a page still to be fixed: nothing to mutate
+        tally = counts.setdefault(page, Counter())
+        for changed in scope_mutants(text):
+            tally["scope"] += 1
+            tally["scope_caught"] += bool(pn.scope_problems(changed, page) or pn.stray_problems(changed, page))
+    return counts
+
+
 def main() -> int:
-    from test_page_numbers import FRAGMENTS, anchored_pages
+    from test_page_numbers import FRAGMENTS, SCOPE_PAGES, anchored_pages
+    scope = count_scope(SCOPE_PAGES)
+    for page, tally in scope.items():
+        print(f"{page}: {tally['scope_caught']} of {tally['scope']} scope and stray insertions caught")
     counts = count(anchored_pages(), FRAGMENTS)
     total = Counter()
     for page, tally in counts.items():
@@ -77,7 +119,8 @@ def main() -> int:
               f"{tally['exempt']} changes to tokens from no report ({tally['exempt_caught']} caught)")
     print(f"all pages: {total['checked_caught']} of {total['checked']} changes caught; "
           f"{total['exempt']} changes to tokens from no report ({total['exempt_caught']} caught)")
-    return 0 if total["checked_caught"] == total["checked"] else 1
+    scope_missed = sum(t["scope"] - t["scope_caught"] for t in scope.values())
+    return 0 if total["checked_caught"] == total["checked"] and not scope_missed else 1
 
 
 if __name__ == "__main__":

@@ -534,3 +534,157 @@ def section(text: str, heading: str) -> tuple[int, int]:
     following = re.compile(r"^#{1,%d} " % level, re.M)
     after = following.search(text, start + len(heading))
     return start, after.start() if after else len(text)
+
+
+# ------------------------------------------------------------------ scope: what a sentence may say
+
+# A sentence that names two registered designs (grpo_ba_lab/designs.py's DESIGNS, by name or by
+# the report its anchored tokens come from) describes two separate designs: it states no verdict
+# word, causal or change verb, or "contradicts" between them, unless a registration compared
+# them (REGISTERED_COMPARISONS: frozensets of design names; none yet). Each design's verdict is
+# said in a sentence of its own. A table row may give each design's own verdict in its own
+# column, but no relation between them.
+VERDICT_WORDS = re.compile(r"\b(?:holds?|not\s+detected)\b", re.I)
+RELATION_WORDS = re.compile(
+    r"\b(?:contradict(?:s|ed|ing)?|grows?|grew|grown|growing|shrinks?|shrank|causes?|caused|causing|"
+    r"because|changes?|changed|changing|drives?|drove|driven|driving|leads?\s+to|led\s+to|due\s+to|"
+    r"explains?|explained|results?\s+in|turns?\s+into)\b", re.I)
+REGISTERED_COMPARISONS: set = set()
+SOURCE_DESIGNS = {"band": "demo-band", "strong": "strong-band"}      # a report's design
+# "would have been seen" names the power it was computed at, in the same sentence
+SEEN = re.compile(r"would\s+have\s+been\s+seen")
+AT_POWER = re.compile(r"would\s+have\s+been\s+seen\s+at\s+80%\s+power")
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_BOUNDARY = re.compile(r"[.!?][\"')\]*]*\s+(?=[A-Z\[(*`\"_])")
+_UNIT_START = re.compile(r"^(?:\||#{1,6} |\s*[-*] |\s*\d+\. )")
+
+
+def design_names() -> list[str]:
+    """The registered designs' names, longest first (so that `demo-band` is not read as `demo`)."""
+    from grpo_ba_lab.designs import DESIGNS
+    return sorted(DESIGNS, key=len, reverse=True)
+
+
+def _name_pattern(names) -> re.Pattern:
+    """A hyphenated name anywhere as a whole word (not inside a path such as strong-band-v3/);
+    a one-word name ('demo') only as `demo` or 'design demo', where it cannot be the common word."""
+    parts = []
+    for name in names:
+        if "-" in name:
+            parts.append(rf"(?<![\w/-]){re.escape(name)}(?![\w-])")
+        else:
+            parts.append(rf"(?<=`){re.escape(name)}(?=`)|(?<=\bdesign ){re.escape(name)}\b")
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.I)
+
+
+def prose(text: str) -> str:
+    """`text` with HTML comments and code blocks (fenced, or indented 4 spaces after a blank line)
+    blanked out, every offset and line kept."""
+    text = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+    lines, out, fenced, code = text.split("\n"), [], False, False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            out.append(" " * len(line))
+            continue
+        previous = lines[i - 1] if i else ""
+        code = line.startswith("    ") and line.strip() != "" and (previous.strip() == "" or code)
+        out.append(" " * len(line) if fenced or code else line)
+    return "\n".join(out)
+
+
+def sentences(text: str) -> list[tuple[int, int, str]]:
+    """[(start, end, sentence)] of a page's prose: paragraphs, list items, headings and table
+    rows are units, and units split after '.', '!' or '?' before a capital."""
+    plain, units, start, at = prose(text), [], None, 0
+    for line in plain.split("\n") + [""]:
+        if not line.strip() or _UNIT_START.match(line):
+            if start is not None:
+                units.append((start, at))
+            start = at if line.strip() else None
+        elif start is None:
+            start = at
+        if line.startswith("|"):
+            units.append((at, at + len(line)))
+            start = None
+        at += len(line) + 1
+    out = []
+    for begin, end in units:
+        last = begin
+        for m in _BOUNDARY.finditer(plain, begin, end):
+            out.append((last, m.end()))
+            last = m.end()
+        out.append((last, end))
+    return [(a, b, " ".join(plain[a:b].split())) for a, b in out if plain[a:b].strip()]
+
+
+def token_sources(text: str) -> dict:
+    """{offset: report source} of every anchored token read from a report (band, strong, ...),
+    matched to its reference in order as check_text matches them."""
+    sources, previous, tables = {}, 0, []
+    found = region_tokens(text)
+    for anchor in ANCHOR.finditer(text):
+        body = anchor.group("body")
+        if anchor.group("table"):
+            at = anchor.end()
+            while text.startswith("\n", at):
+                at += 1
+            while text.startswith("|", at):
+                at = (text.find("\n", at) + 1) or len(text)
+            source = body.split("|")[0].strip()
+            sources.update({s: source for s, _ in found if anchor.end() <= s < at and not source.startswith("-")})
+            tables.append((anchor.start(), at))
+            continue
+        segment = [s for s, _ in found if previous <= s < anchor.start() and not any(a <= s < b for a, b in tables)]
+        refs = []
+        for reference in body.split(";"):
+            reference = reference.strip()
+            try:
+                n = 1 if reference.startswith("-") else len(expected_tokens(reference))
+            except (KeyError, IndexError, ValueError, SyntaxError, NameError):
+                n = 1
+            source = None if reference[:1] in "-=" else reference.split("|")[0].strip()
+            refs += [source] * n
+        sources.update({s: src for s, src in zip(segment, refs) if src})
+        previous = anchor.end()
+    return sources
+
+
+def scope_problems(text: str, name: str, names=None) -> list[str]:
+    """Sentences of a page that say more than one design shows: a verdict word, causal or change
+    verb, or 'contradicts' in a sentence naming two registered designs that no registration
+    compared (a table row: no relation word); a 'would have been seen' without the power it was
+    computed at."""
+    pattern, problems = _name_pattern(names or design_names()), []
+    sources = sorted(token_sources(text).items())
+    for start, end, sentence in sentences(text):
+        where = f"{name} line {_line_of(text, start)}"
+        named = {m.group().lower() for m in pattern.finditer(sentence)}
+        named |= {SOURCE_DESIGNS[src] for at, src in sources if start <= at < end and src in SOURCE_DESIGNS}
+        words = [RELATION_WORDS] + ([] if sentence.startswith("|") else [VERDICT_WORDS])
+        word = next((m for m in (w.search(sentence) for w in words) if m), None)
+        if len(named) >= 2 and word and frozenset(named) not in REGISTERED_COMPARISONS:
+            problems.append(f"{where}: a sentence names {sorted(named)} and says {word.group()!r} between "
+                            f"them, a comparison no design registered: {sentence[:100]!r}")
+        if len(SEEN.findall(sentence)) != len(AT_POWER.findall(sentence)):
+            problems.append(f"{where}: 'would have been seen' without 'at 80% power': {sentence[:100]!r}")
+    return problems
+
+
+STRAY = re.compile(r"^[\s\d.,;:+\-/%()\[\]=x*]*\d[\s\d.,;:+\-/%()\[\]=x*]*$")
+
+
+def stray_problems(text: str, name: str) -> list[str]:
+    """Text a page renders by mistake: a line of bare numbers that starts a paragraph (after a
+    blank line, a comment or a table; not a wrapped line of a sentence) outside code, or what is
+    left of an HTML comment ('-->' or an unclosed '<!--')."""
+    problems = []
+    if text.count("<!--") != text.count("-->"):
+        problems.append(f"{name}: {text.count('<!--')} '<!--' but {text.count('-->')} '-->'")
+    previous = ""
+    for number, line in enumerate(prose(text).split("\n"), 1):
+        starts = not previous.strip() or previous.startswith("|")
+        if (STRAY.match(line) and starts and not line.startswith("|")) or "-->" in line or "<!--" in line:
+            problems.append(f"{name} line {number}: stray text {line.strip()[:60]!r}")
+        previous = line
+    return problems

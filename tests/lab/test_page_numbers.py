@@ -164,3 +164,72 @@ def test_a_verdict_cell_reads_its_verdict_against_0_first():
 def test_tokens_skip_versions_model_names_and_code_but_read_both_ends_of_a_range():
     text = "torch 2.13.0+cpu, Qwen2.5-Math, Qwen3-1.7B, `--lr 0.3`, 0.97-0.99, -0.021, 36% and 8 of its 14"
     assert [t for _, _, t in pn.tokens(text)] == ["0.97", "0.99", "-0.021", "36%", "8 of its 14"]
+
+
+# ------------------------------------------------------------------ scope: what a sentence may say
+
+SCOPE_PAGES = ["README.md", *sorted(f"docs/{f}" for f in os.listdir(os.path.join(pn.REPO, "docs"))
+                                    if f.endswith(".md"))]
+# Pages whose owners fix them under issue 53 (README.md: items 1 and 4; teaching.md: a 'would
+# have been seen' without its power): expected to fail until then, and to pass after.
+PENDING = {"README.md": "issue 53 items 1 and 4 (the README's toy section)",
+           "docs/teaching.md": "issue 53 item 1 ('at 80% power')"}
+
+
+@pytest.mark.parametrize("page", SCOPE_PAGES)
+def test_no_sentence_says_more_than_one_design_shows_and_nothing_renders_by_mistake(page):
+    text = _text(page)
+    problems = pn.scope_problems(text, page) + pn.stray_problems(text, page)
+    if problems and page in PENDING:
+        pytest.xfail(f"{PENDING[page]}: {problems}")
+    assert problems == []
+
+
+SCOPE_PAGE = """Design `demo-band` found +0.008. Design `strong-band`, a different world, found +0.077.
+
+| | `demo-band` | `strong-band` |
+|---|---|---|
+| last acc | +0.008, not detected | +0.077, holds |
+
+    python -m grpo_ba_lab.analysis.sweep --design strong-band   # demo-band grows here, in code
+"""
+
+
+def test_the_scope_checker_passes_two_designs_described_apart():
+    assert pn.scope_problems(SCOPE_PAGE, "page") == [] and pn.stray_problems(SCOPE_PAGE, "page") == []
+
+
+@pytest.mark.parametrize("sentence", [
+    "demo-band's lead grows into strong-band's.",
+    "Strong-band's intervals contradict demo-band's values.",
+    "The forced slips of strong-band cause a larger lead than in demo-band.",
+    "Balanced holds in `strong-band` and is not detected in `demo-band`.",
+    "Because the coupling is strong, strong-band differs from demo-band.",
+    "| demo-band | strong-band | grows |",
+    "Token's lead over sequence in `loop-gap` changes in `spread-room`.",
+    "Design demo drives the result of strong-band.",
+])
+def test_the_scope_checker_fails_a_relation_or_verdict_between_two_designs(sentence):
+    assert pn.scope_problems(SCOPE_PAGE + "\n" + sentence + "\n", "page"), sentence
+
+
+def test_a_registered_comparison_may_relate_its_designs(monkeypatch):
+    monkeypatch.setattr(pn, "REGISTERED_COMPARISONS", {frozenset({"demo-band", "strong-band"})})
+    assert pn.scope_problems(SCOPE_PAGE + "\ndemo-band's lead grows into strong-band's.\n", "page") == []
+
+
+def test_a_sentence_names_a_design_by_the_report_its_anchored_numbers_come_from():
+    page = ("With strong coupling the lead grows from +0.008 to +0.077. <!-- check: band | balanced - token / "
+            "last held-out acc | pooled#1; strong | balanced - token / last held-out acc | pooled#1 -->\n")
+    assert pn.check_text(page, "page")[0] == []
+    assert pn.scope_problems(page, "page")
+    assert not pn.scope_problems(page.replace("grows", "is"), "page")
+
+
+@pytest.mark.parametrize("change", [("found +0.077.", "found +0.077 (0.031 or more would have been seen)."),
+                                    ("\n\n| |", "\n\n0.077 0.055\n\n| |"), ("\n\n| |", "\n-->\n\n| |")])
+def test_the_checker_fails_an_unqualified_power_or_stray_text(change):
+    changed = SCOPE_PAGE.replace(*change, 1)
+    assert pn.scope_problems(changed, "page") + pn.stray_problems(changed, "page"), change
+    ok = SCOPE_PAGE.replace("found +0.077.", "found +0.077 (0.031 or more would have been seen at 80% power).")
+    assert pn.scope_problems(ok, "page") == []
