@@ -1,32 +1,37 @@
 """The paper's comparison in TRL: the three aggregation rules (token, sequence, balanced, each
 per group) trained from the same start and seed on a tiny Qwen3 built here (nothing is
-downloaded); each run's rollouts are written, and the three runs' bias metrics are printed
-side by side by grpo_ba_lab.analysis.diagnose (docs/trl.md).
+downloaded); each run's rollouts are written, the three runs' bias metrics are printed side by
+side by grpo_ba_lab.analysis.diagnose, and the run ends with what it measured (docs/trl.md).
 
-    pip install .[trl]             # or: pip install -r requirements.txt -r requirements/trl.txt
-    python grpo_ba_lab/examples/trl_three_rules.py                    # 3 steps per rule, CPU, under a minute
-    python grpo_ba_lab/examples/trl_three_rules.py --steps 20 --out my_comparison
+    pip install -r requirements.txt -r requirements/trl.txt        # or: pip install .[trl]
+    python -m grpo_ba_lab.examples.trl_three_rules                    # from the clone's top folder; 3 steps: a smoke test
+    python -m grpo_ba_lab.examples.trl_three_rules --steps 60 --out my_comparison
     python -m grpo_ba_lab.analysis.diagnose three_rules/rollouts-token.jsonl --figure token.png
+
+`python -m` from the clone's top folder puts the clone on the path, so the requirements alone
+suffice (the examples are not part of an installed package).
 
 The reward is lenient on purpose: 1 when the gold answer appears anywhere in the completion,
 so that a model with random weights gets a signal in most groups (verifier.py's exact check
 gives it almost none), and longer completions are likelier to be right. On your own model:
 replace `tiny_qwen3(...)` by your model, the prompts by your data and `mentions_answer` by
-your reward (verifier.verify, say); everything else (one AggregationGRPOTrainer per rule, dump_rollouts,
-diagnose) stays. The last line printed is one JSON object: {rule: diagnose's summary}.
+your reward (verifier.verify, say); everything else (one AggregationGRPOConfig per rule,
+AggregationGRPOTrainer, dump_rollouts, diagnose) stays. TRL's own logs are off unless
+--verbose. The last line printed is one JSON object: {rule: diagnose's summary, TRL's first loss}.
 """
 import argparse
 import json
 import os
+import warnings
 
 from datasets import Dataset
-from trl import GRPOConfig
 
 from grpo_ba_lab.analysis import diagnose
-from grpo_ba_lab.integrations.trl_balanced import RULES, AggregationGRPOTrainer, dump_rollouts
+from grpo_ba_lab.integrations.trl_balanced import RULES, AggregationGRPOConfig, AggregationGRPOTrainer, dump_rollouts
 from toy_tasks.model import char_tokenizer, tiny_qwen3
 
 GROUP = 8                                             # G: responses per prompt
+SMOKE_TEST_BELOW = 50                                 # fewer steps per rule: the rewards are not compared
 PROMPTS_PER_STEP = 4                                  # P: groups per generation batch
 PROMPTS = {"1+1=": "2", "2+3=": "5", "4+4=": "8", "3+3=": "6", "1+2=": "3", "2+2=": "4", "0+5=": "5", "3+4=": "7"}
 SHOWN = (("pos_share_token", "share of weight on positives, token", ".3f"),
@@ -43,22 +48,27 @@ def mentions_answer(completions, answer, **kwargs):   # TRL passes the dataset's
     return [float(gold in completion) for completion, gold in zip(completions, answer)]
 
 
-def train_rule(rule, steps, out):
-    """One run of `rule` from the same weights (seed 0) and TRL seed; -> its rollouts file."""
+def train_rule(rule, steps, out, verbose=False):
+    """One run of `rule` from the same weights (seed 0) and TRL seed; -> (its rollouts file, TRL's log history)."""
     rollouts = os.path.join(out, f"rollouts-{rule}.jsonl")
     if os.path.exists(rollouts):
         os.remove(rollouts)                       # dump_rollouts appends: one run per file here
     tokenizer = char_tokenizer()                  # one token per character of the toy's digits
     model = tiny_qwen3(tokenizer, seed=0)         # ~130k parameters, random weights: the same start
     data = Dataset.from_dict({"prompt": list(PROMPTS), "answer": list(PROMPTS.values())})
-    config = GRPOConfig(output_dir=os.path.join(out, f"run-{rule}"), loss_type="dapo", num_generations=GROUP,
-                        per_device_train_batch_size=PROMPTS_PER_STEP * GROUP, max_completion_length=8, max_steps=steps, seed=0,
-                        learning_rate=1e-2, use_cpu=True, report_to="none", save_strategy="no", logging_steps=1)
-    trainer = AggregationGRPOTrainer(rule=rule, model=model, processing_class=tokenizer, args=config,
-                                     train_dataset=data,
+    config = AggregationGRPOConfig(output_dir=os.path.join(out, f"run-{rule}"), aggregation_rule=rule,
+                                   num_generations=GROUP, per_device_train_batch_size=PROMPTS_PER_STEP * GROUP,
+                                   max_completion_length=8, max_steps=steps, seed=0, learning_rate=1e-2,
+                                   use_cpu=True, report_to="none", save_strategy="no", logging_steps=1,
+                                   disable_tqdm=not verbose, log_level="info" if verbose else "error")
+    trainer = AggregationGRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=data,
                                      reward_funcs=dump_rollouts(mentions_answer, rollouts, num_generations=GROUP))
+    if not verbose:                               # TRL's per-step dicts: in the log history, not on screen
+        from transformers import PrinterCallback, ProgressCallback
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
     trainer.train()
-    return rollouts
+    return rollouts, [entry for entry in trainer.state.log_history if "loss" in entry]
 
 
 def fmt(value, spec):
@@ -82,27 +92,67 @@ def side_by_side(summaries, rewards):
     return "\n".join(lines)
 
 
+def story(summaries, first_loss, rewards, steps):
+    """What the runs measured, in words: each number is printed above or in the JSON line, and
+    what holds by construction is marked as an identity."""
+    token = summaries["token"]
+    lines = ["", f"What the three runs measured ({steps} steps each; diagnose's numbers on each run's own rollouts):",
+             "- Sign-length coupling (token aggregation's bias). Wrong answers were "
+             f"{fmt(token['neg_over_pos'], '.2f')}x as long as right ones in the token run "
+             f"(Lbar- {fmt(token['len_neg'], '.2f')}, Lbar+ {fmt(token['len_pos'], '.2f')}), so token aggregation put "
+             f"{fmt(token['pos_share_token'], '.1%')} of its gradient weight on right answers; sequence and balanced put "
+             f"{fmt(token['pos_share_sequence'], '.1%')} and {fmt(token['pos_share_balanced'], '.1%')} "
+             "(an identity with binary rewards, not a finding: each sign gets its advantage mass / G).",
+             "- Its drift, as TRL logged it: the loss of the first step (ratio 1) was "
+             + ", ".join(f"{rule} {first_loss[rule]:+.3g}" for rule in first_loss)
+             + ". Token's is -sum_i A_i L_i / sum_i L_i per group, a measurement; sequence's and balanced's "
+             "are 0 up to rounding (an identity: advantages sum to 0 in every group).",
+             "- Sequence equal-weighting (sequence aggregation's bias). Lengths spread with std/mean "
+             f"{fmt(token['std_over_mean'], '.2f')}; under sequence a token carries 1/L_i of its response's weight, "
+             "so a short response's tokens outweigh a long one's of the same sign; under balanced every token of "
+             "a sign weighs the same (an identity of its form, docs/method.md §4)."]
+    if steps < SMOKE_TEST_BELOW:
+        lines.append(f"- This was a smoke test: {steps} steps of one seed on a random tiny model show the biases of "
+                     "the batches, not which rule trains better (mean rewards "
+                     + ", ".join(f"{rule} {rewards[rule]:.3f}" for rule in rewards)
+                     + " are not compared); the course's demo and registered designs make that comparison.")
+    else:
+        lines.append("- Mean rewards over the runs: " + ", ".join(f"{rule} {rewards[rule]:.3f}" for rule in rewards)
+                     + f": one seed, {steps} steps, no confidence interval; a difference here is not evidence.")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Train token, sequence and balanced aggregation from one start "
                                                  "in TRL and print the three runs' bias side by side.")
-    parser.add_argument("--steps", type=int, default=3, help="optimizer steps per rule")
+    parser.add_argument("--steps", type=int, default=3,
+                        help=f"optimizer steps per rule (under {SMOKE_TEST_BELOW}: a smoke test)")
     parser.add_argument("--out", default="three_rules", help="folder for the rollouts and TRL's run folders")
+    parser.add_argument("--verbose", action="store_true", help="TRL's progress bars, per-step logs and warnings")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    files = {rule: train_rule(rule, args.steps, args.out) for rule in RULES}
+    with warnings.catch_warnings():
+        if not args.verbose:
+            warnings.simplefilter("ignore")       # transformers' and TRL's deprecation notices
+        runs = {rule: train_rule(rule, args.steps, args.out, args.verbose) for rule in RULES}
+    files = {rule: path for rule, (path, _) in runs.items()}
+    first_loss = {rule: history[0]["loss"] for rule, (_, history) in runs.items()}
     first_batches = {rule: [(row["length"], row["reward"]) for row in map(json.loads, open(path)) if row["step"] == 0]
                      for rule, path in files.items()}
     same_start = all(batch == first_batches[RULES[0]] for batch in first_batches.values())
     summaries = {rule: diagnose.diagnose(path) for rule, path in files.items()}   # each run's file as one batch
-    print(f"\nThe three runs' rollouts ({args.steps} steps each, P x G = {PROMPTS_PER_STEP} x {GROUP} per step), "
+    rewards = {rule: mean_reward(path) for rule, path in files.items()}
+    print(f"The three runs' rollouts ({args.steps} steps each, P x G = {PROMPTS_PER_STEP} x {GROUP} per step), "
           "read by python -m grpo_ba_lab.analysis.diagnose:")
-    print(side_by_side(summaries, {rule: mean_reward(path) for rule, path in files.items()}))
+    print(side_by_side(summaries, rewards))
     print(f"step 0's rollouts are the same in the three runs (same start and seed): {'yes' if same_start else 'no'}")
     for path in files.values():
         print(f"wrote {path}")
-    print(json.dumps({rule: {"mean_reward": mean_reward(files[rule]),
+    print(story(summaries, first_loss, rewards, args.steps))
+    print(json.dumps({rule: {"mean_reward": rewards[rule], "trl_first_loss": first_loss[rule],
                              **{key: None if summaries[rule][key] != summaries[rule][key] else summaries[rule][key]
                                 for key, _, _ in SHOWN}} for rule in RULES}))
+
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,8 @@
-"""grpo_ba_lab/examples/trl_three_rules.py runs as a user runs it, from a directory outside the clone: three
-runs (token, sequence, balanced) from one start and seed, each run's rollouts written, and
-the side-by-side numbers it prints are diagnose's on those files."""
+"""grpo_ba_lab/examples/trl_three_rules.py runs as its docstring says, `python -m` from the clone's top
+folder with nothing installed but the requirements: three runs (token, sequence, balanced) from one
+start and seed, each run's rollouts written, the side-by-side numbers it prints are diagnose's on
+those files, TRL's own logs stay off, and it ends with what it measured: token's drift as TRL
+logged it, the identities marked as identities, and the run called a smoke test."""
 import importlib.util
 import json
 import os
@@ -20,18 +22,21 @@ pytestmark = [pytest.mark.slow,                   # builds a model and trains it
                                  reason="TRL is optional: pip install .[trl]")]
 
 
-def test_the_three_rules_example_trains_each_rule_from_one_start_and_prints_diagnoses_numbers(tmp_path):
-    env = {**os.environ, "PYTHONPATH": ROOT, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    done = subprocess.run([sys.executable, EXAMPLE, "--steps", "2", "--out", "cmp"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+def test_the_three_rules_example_runs_from_the_clone_and_ends_with_what_it_measured(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}   # the requirements-only path
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
+               MPLBACKEND="Agg")
+    out = tmp_path / "cmp"
+    done = subprocess.run([sys.executable, "-m", "grpo_ba_lab.examples.trl_three_rules", "--steps", "2",
+                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     printed = json.loads(done.stdout.strip().splitlines()[-1])             # the last line: one JSON object
     assert list(printed) == list(RULES)
+    assert "{'loss'" not in done.stdout and "'learning_rate'" not in done.stdout   # TRL's per-step dicts: off
     rows = {}
     for rule in RULES:
-        path = tmp_path / "cmp" / f"rollouts-{rule}.jsonl"
-        assert f"wrote {os.path.join('cmp', f'rollouts-{rule}.jsonl')}" in done.stdout
+        path = out / f"rollouts-{rule}.jsonl"
+        assert f"wrote {path}" in done.stdout
         rows[rule] = [json.loads(line) for line in open(path)]
         assert [row["step"] for row in rows[rule]] == [0] * 32 + [1] * 32    # 2 steps x P = 4 x G = 8
         assert len({row["run"] for row in rows[rule]}) == 1
@@ -39,6 +44,8 @@ def test_the_three_rules_example_trains_each_rule_from_one_start_and_prints_diag
         for key, value in printed[rule].items():
             if key == "mean_reward":
                 assert value == pytest.approx(sum(r["reward"] for r in rows[rule]) / 64)
+            elif key == "trl_first_loss":
+                continue
             elif value is None:
                 assert report[key] is None or report[key] != report[key]    # n/a: no signal
             else:
@@ -50,3 +57,15 @@ def test_the_three_rules_example_trains_each_rule_from_one_start_and_prints_diag
     later = {rule: [(r["length"], r["reward"]) for r in rows[rule] if r["step"] == 1] for rule in RULES}
     assert len({tuple(v) for v in later.values()}) > 1                      # the rules trained differently
     assert sum(r["reward"] for r in rows["token"]) > 0                      # the reward gives a signal
+
+    # TRL's first logged loss is J_rule at ratio 1: token's is its drift on step 0's batch (TRL's
+    # unbiased std is sqrt(G / (G - 1)) times diagnose's population std), the others' are 0.
+    step0 = diagnose.diagnose_steps(str(out / "rollouts-token.jsonl"))[0]
+    token_loss = printed["token"]["trl_first_loss"]
+    assert token_loss == pytest.approx(step0["token_loss_at_ratio_one"] * (7 / 8) ** 0.5, rel=2e-3)
+    assert abs(token_loss) > 1e-3
+    assert abs(printed["sequence"]["trl_first_loss"]) < 1e-5 and abs(printed["balanced"]["trl_first_loss"]) < 1e-5
+    story = done.stdout[done.stdout.index("What the three runs measured"):]
+    assert f"token {token_loss:+.3g}" in story
+    assert "Sign-length coupling" in story and "Sequence equal-weighting" in story
+    assert story.count("an identity") >= 3 and "This was a smoke test: 2 steps" in story
