@@ -31,7 +31,7 @@ def tables():
             if header is None:
                 header = cells[0]
                 out.setdefault(header, [])
-            elif not set(cells[0]) <= set("-"):
+            elif not all(cell and set(cell) <= set("-:") for cell in cells):   # not the |---| line
                 out[header].append(cells)
     return out
 
@@ -97,12 +97,15 @@ import torch  # noqa: E402
 G = 4
 
 
-def mode_rows(trainer):
-    """{mode: formula} of the rows of one trainer ("TRL", "verl", "this project", ...)."""
+def mode_rows(trainer, policy_losses=False):
+    """{mode: formula} of the rows of one trainer ("TRL", "verl", "this project", ...): its
+    aggregation modes, or (policy_losses=True) its `policy_loss.loss_mode=...` rows."""
     out = {}
     for cells in tables()["trainer"]:
-        if cells[0].startswith(trainer):
-            out[CODE.findall(cells[1])[0]] = CODE.findall(cells[2])[0]
+        if cells[0].startswith(trainer) and CODE.findall(cells[1]):
+            mode = CODE.findall(cells[1])[0]
+            if mode.startswith("policy_loss.loss_mode=") == policy_losses:
+                out[mode.removeprefix("policy_loss.loss_mode=")] = (CODE.findall(cells[2]) or [cells[2]])[0]
     return out
 
 
@@ -121,15 +124,18 @@ def formula(name, per_token, mask, advantages, horizon=None):
         return sums.mean()
     if name == "constant":
         return sums.sum() / (sums.numel() * horizon)
+    if name == "nonzero-rows-constant":
+        return sums.sum() / ((advantages != 0).sum() * horizon)
     if name == "sum":
         return sums.sum()
-    if name == "balanced":
-        a, s, n = advantages.view(-1, G), sums.view(-1, G), lengths.view(-1, G)
+    if name in ("balanced", "pooled-balanced"):
+        size = G if name == "balanced" else advantages.numel()                  # per group, or the whole batch
+        a, s, n = advantages.view(-1, size), sums.view(-1, size), lengths.view(-1, size)
         total = 0.0
         for side in (a > 0, a < 0):
             mass = (a.abs() * side).sum(1)                                       # M_s per group
             denominator = (a.abs() * n * side).sum(1)
-            total = total + torch.where(denominator > 0, mass / G * (s * side).sum(1) / denominator.clamp(min=1e-12),
+            total = total + torch.where(denominator > 0, mass / size * (s * side).sum(1) / denominator.clamp(min=1e-12),
                                         torch.zeros_like(mass))
         return total.mean()
     raise KeyError(name)
@@ -222,3 +228,114 @@ def test_every_trl_loss_type_has_a_row_whose_formula_is_trls_loss(tmp_path):
             assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), loss_type
         if loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):          # the clipped term's value too
             assert trl_loss.item() == pytest.approx(ours.item(), rel=1e-5, abs=1e-7), loss_type
+
+
+def test_a_sign_split_over_the_whole_micro_batch_is_not_the_per_group_balanced_rule():
+    """The unofficial verl patch's shape (`pooled-balanced`): one group gives the paper's J_BA;
+    two groups whose sign lengths differ do not, on a batch of the rows the patch would see."""
+    assert "pooled-balanced" in [cells[2].strip("`") for cells in tables()["trainer"]
+                                 if cells[0].startswith("unofficial verl patch")]
+    mask, adv = unequal_groups()
+    terms = torch.randn(mask.shape, generator=torch.Generator().manual_seed(4))
+    assert formula("pooled-balanced", terms, mask, adv).item() != pytest.approx(
+        grpo_ba.aggregate_balanced(terms, mask, adv, G).item(), rel=1e-3)
+    one = slice(0, G)
+    assert formula("pooled-balanced", terms[one], mask[one], adv[one]).item() == pytest.approx(
+        grpo_ba.aggregate_balanced(terms[one], mask[one], adv[one], G).item(), rel=1e-6)
+    zero = torch.zeros(mask.shape)                               # on-policy, the weight on each sign moves
+    at_one = grpo_ba.clipped_token_loss(zero, zero, adv, mask)
+    assert formula("pooled-balanced", at_one, mask, adv).item() == pytest.approx(0.0, abs=1e-6)   # both sum to 0 here
+    per_group = [formula("pooled-balanced", terms[p * G:(p + 1) * G], mask[p * G:(p + 1) * G],
+                         adv[p * G:(p + 1) * G]).item() for p in range(2)]
+    assert sum(per_group) / 2 == pytest.approx(formula("balanced", terms, mask, adv).item(), rel=1e-6)
+
+
+@pytest.mark.slow                                  # imports verl's trainer code
+def test_verls_seq_mean_token_sum_norm_default_divides_by_the_padded_width_not_a_constant(verl_base_config):
+    from verl.trainer.ppo.core_algos import agg_loss
+    assert verl_base_config.actor_rollout_ref.actor.loss_scale_factor is None       # loss_scale_factor: null
+    mask, adv = unequal_groups()
+    terms = torch.randn(mask.shape, generator=torch.Generator().manual_seed(5))
+    padded_terms, padded_mask = torch.cat([terms, terms[:, :4]], 1), torch.cat([mask, torch.zeros(8, 4)], 1)
+    narrow = agg_loss(terms, mask, "seq-mean-token-sum-norm", loss_scale_factor=None)
+    wide = agg_loss(padded_terms, padded_mask, "seq-mean-token-sum-norm", loss_scale_factor=None)
+    assert narrow.item() == pytest.approx(formula("constant", terms, mask, adv, horizon=8).item(), rel=1e-6)
+    assert wide.item() == pytest.approx(narrow.item() * 8 / 12, rel=1e-6)          # same tokens, more padding
+
+
+@pytest.mark.slow                                  # imports verl's trainer code
+def test_verls_sapo_and_geo_mean_policy_losses_ignore_loss_agg_mode(verl_base_config):
+    from conftest import verl_actor_config
+    from verl.trainer.ppo import core_algos
+    from verl.utils.config import omega_conf_to_dataclass
+    rows = mode_rows("verl", policy_losses=True)
+    assert set(rows) == {"sapo", "geo_mean"} and rows["sapo"] == "sequence"
+    mask, adv = unequal_groups()
+    gen = torch.Generator().manual_seed(6)
+    logp = -torch.rand(mask.shape, generator=gen) * 3
+    old = logp + 0.3 * torch.randn(mask.shape, generator=gen)
+    advantages = adv[:, None] * mask
+    for loss_mode in rows:
+        _, node = verl_actor_config(verl_base_config, 2, "token-mean", G, 0.2, 0.28)
+        node.policy_loss.loss_mode = loss_mode
+        actor = omega_conf_to_dataclass(node)
+        actor.global_batch_info.update(dp_size=1, batch_num_tokens=None, global_batch_size=None, loss_scale_factor=None)
+        values = {mode: core_algos.get_policy_loss_fn(loss_mode)(
+            old_log_prob=old, log_prob=logp, advantages=advantages, response_mask=mask.bool(), loss_agg_mode=mode,
+            config=actor)[0].item() for mode in ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")}
+        assert len({round(v, 6) for v in values.values()}) == 1, (loss_mode, values)
+    vanilla = omega_conf_to_dataclass(verl_actor_config(verl_base_config, 2, "token-mean", G, 0.2, 0.28)[1])
+    vanilla.global_batch_info.update(dp_size=1, batch_num_tokens=None, global_batch_size=None, loss_scale_factor=None)
+    different = {mode: core_algos.compute_policy_loss_vanilla(old_log_prob=old, log_prob=logp, advantages=advantages,
+                                                              response_mask=mask.bool(), loss_agg_mode=mode,
+                                                              config=vanilla)[0].item()
+                 for mode in ("token-mean", "seq-mean-token-mean")}
+    assert different["token-mean"] != pytest.approx(different["seq-mean-token-mean"], rel=1e-3)   # the control
+
+
+def test_trls_scale_rewards_batch_and_kl_ratio_rows_name_the_installed_defaults():
+    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
+    source = inspect.getsource(trl.GRPOTrainer)
+    assert 'self.scale_rewards == "batch"' in source and "use_bias_correction_kl" in source
+    fields = {f.name: f.default for f in dataclasses.fields(trl.GRPOConfig)}
+    assert fields["use_bias_correction_kl"] is True
+    trl_cells = " ".join(cells[1] for cells in tables()["grpo_ba.py"])
+    assert '`scale_rewards="batch"`' in trl_cells and "`use_bias_correction_kl=True`" in trl_cells
+
+
+@pytest.mark.slow                                  # builds a tiny model and TRL's trainer
+def test_trls_grpo_loss_is_the_sequence_rule_even_when_a_micro_batch_splits_a_group(tmp_path):
+    """12 rows (3 groups of 4) in two micro-batches of 6 rows, the middle group split: TRL's grpo
+    loss accumulated over the two (GA = 2) is J_seq of the 12 rows, loss and gradient."""
+    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
+    from datasets import Dataset
+    from grpo_ba import clipped_token_loss
+    from toy_tasks.model import char_tokenizer, tiny_qwen3
+    tokenizer = char_tokenizer()
+    config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=6, num_generations=G,
+                            max_completion_length=8, use_cpu=True, report_to=[], bf16=False, loss_type="grpo",
+                            gradient_accumulation_steps=2)
+    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer, seed=0), reward_funcs=lambda completions, **kw: [0.0],
+                              args=config, train_dataset=Dataset.from_dict({"prompt": ["1+1="]}),
+                              processing_class=tokenizer)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 2
+    lengths = torch.tensor([1, 7, 2, 6, 3, 3, 3, 3, 5, 1, 8, 2])
+    mask = (torch.arange(8)[None, :] < lengths[:, None]).float()
+    adv = torch.tensor([1.0, -1.0, -0.5, 0.5, 1.0, 1.0, -1.0, -1.0, 0.3, -0.3, 0.9, -0.9])
+    gen = torch.Generator().manual_seed(7)
+    ids = torch.randint(3, 12, (12, 3), generator=gen)
+    completion = torch.randint(3, 12, (12, 8), generator=gen) * mask.long()
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    trl_loss = 0.0
+    for rows in (slice(0, 6), slice(6, 12)):
+        batch = {"prompt_ids": ids[rows], "prompt_mask": torch.ones(6, 3).long(), "completion_ids": completion[rows],
+                 "completion_mask": mask[rows].long(), "advantages": adv[rows], "num_items_in_batch": mask.sum()}
+        trl_loss = trl_loss + trainer.compute_loss(trainer.model, batch)
+    trl_grads = torch.autograd.grad(trl_loss, params)
+    logp = trainer._get_per_token_logps_and_entropies(trainer.model, torch.cat([ids, completion], 1),
+                                                      torch.cat([torch.ones(12, 3), mask], 1).long(), 8)[0]
+    ours = grpo_ba.aggregate_sequence(clipped_token_loss(logp, logp.detach(), adv, mask), mask, adv, G)
+    assert trl_loss.item() == pytest.approx(ours.item(), rel=1e-5, abs=1e-7)
+    for a, b in zip(trl_grads, torch.autograd.grad(ours, params)):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-7)
