@@ -167,11 +167,8 @@ def aggregate_balanced(per_token_loss, mask, advantages, group_size):
     return per_side.sum(dim=0).mean()
 
 
-AGGREGATORS = {
-    "token": aggregate_token,
-    "sequence": aggregate_sequence,
-    "balanced": aggregate_balanced,
-}
+AGGREGATORS = {"token": aggregate_token, "sequence": aggregate_sequence,
+               "balanced": aggregate_balanced}
 
 
 def aggregator_function(aggregator):
@@ -179,18 +176,16 @@ def aggregator_function(aggregator):
     return AGGREGATORS[aggregator] if isinstance(aggregator, str) else aggregator
 
 
-def grpo_loss(token_loss, mask, advantages, group_size, aggregator, coefficients=None):
+def grpo_loss(token_loss, mask, advantages, group_size, aggregator):
     """J = rule(l, mask, A, G), the loss an update minimises: the paper's objective, where the
-    rule meets the loss (docs/method.md §2). Each rule is linear in l: given c = dJ/dl of whole
-    groups (aggregation_coefficients), some rows' exact share of J is sum_it c_it * l_it."""
-    if coefficients is None:
-        return aggregator_function(aggregator)(token_loss, mask, advantages, group_size)
-    return (coefficients * token_loss).sum()
+    rule meets the loss (docs/method.md §2). grpo_update calls it on the token terms."""
+    return aggregator_function(aggregator)(token_loss, mask, advantages, group_size)
 
 
 def aggregation_coefficients(mask, advantages, group_size, aggregator):
     """c_it = dJ/dl_it, shape (B, T): the weight each token term gets under a rule, J's
-    gradient at l = 0. They depend only on the mask and the advantages of whole groups."""
+    gradient at l = 0. For the three rules (linear in l) they depend only on the mask and the
+    advantages of whole groups, and J = sum_it c_it * l_it exactly."""
     probe = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
         value = grpo_loss(probe, mask, advantages.float(), group_size, aggregator)
@@ -274,19 +269,38 @@ def micro_batches(batch_size, micro_batch_size):
     return [slice(i, i + size) for i in range(0, batch_size, size)]
 
 
+def loss_share(mask, advantages, group_size, aggregator, chunks):
+    """share(l, c): micro-batch c's exact share of J = rule(l, mask, A, G) (choice 8). Whole
+    groups (by default one micro-batch, the batch): the rule called on their token terms, times
+    their fraction B_c / B of the groups, as every rule is a mean over groups (choice 5). One
+    that splits a group (memory, at 7B): sum_it c_it * l_it with c = dJ/dl of whole groups, the
+    exact equivalent for a rule linear in l only; a rule that is not is refused in one line."""
+    B = mask.shape[0]                                                           # B = P * G
+    if all(c.start % group_size == 0 and (c.stop - c.start) % group_size == 0 for c in chunks):
+        return lambda l, c: grpo_loss(l, mask[c], advantages[c], group_size, aggregator) * (
+            1.0 if c.stop - c.start == B else (c.stop - c.start) / B)
+    coefficients = aggregation_coefficients(mask, advantages, group_size, aggregator)   # (B, T)
+    probe = torch.randn(mask.shape, generator=torch.Generator().manual_seed(0)).to(mask) * mask
+    called = grpo_loss(probe, mask, advantages.float(), group_size, aggregator)  # at a random l
+    if not torch.isclose(called, linear := (coefficients * probe).sum(), rtol=1e-4, atol=1e-6):
+        raise ValueError(f"micro-batches of {chunks[0].stop} rows split groups of {group_size}: "
+                         f"exact for a rule linear in l only, and this one is not (J {called:.4f}"
+                         f", sum c*l {linear:.4f}); use a multiple of {group_size}")
+    return lambda l, c: (coefficients[c] * l).sum()
+
+
 def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
-    """Advantages -> mu inner updates, each a step on the loss J = grpo_loss(l, mask, A, G) of
-    whole groups, summed over micro-batches as sum_it c_it * l_it, c = dJ/dl taken once over
-    the full batch (c never depends on theta: exact, choice 8). pi_old is the first update's
-    own log-probs, detached (ratio exactly 1, one forward pass fewer). Non-finite loss or
+    """Advantages -> mu inner updates, each a step on J = rule(l, mask, A, G) of whole groups,
+    summed over micro-batches by loss_share (exact). pi_old is the first update's own
+    log-probs, detached (ratio exactly 1, one forward pass fewer). Non-finite loss or
     gradients skip the optimizer step."""
     T, device = batch.response_mask.shape[1], batch.response_mask.device
     mask = batch.response_mask.float()                                              # (B, T)
     if getattr(args, "truncated", "keep") == "mask":   # the lab's DAPO overlong filter: a cut
         mask = mask * (~batch.truncated).to(mask)[:, None]    # response leaves the loss, not A
     advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
-    coefficients = aggregation_coefficients(mask, advantages, args.group_size, args.aggregator)
     chunks = micro_batches(mask.shape[0], args.micro_batch_size)
+    share = loss_share(mask, advantages, args.group_size, args.aggregator, chunks)
     ref_logp = None                                                         # log pi_ref: (B, T)
     if reference is not None:
         with torch.no_grad(), autocast(args, device.type):
@@ -306,13 +320,11 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
             ref = None if ref_logp is None else ref_logp[c]
             token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low,
                                             args.eps_high, ref, args.beta, args.clip_ratio_c)
-            # the rule meets the loss: J = rule(l, mask, A, G), these rows' exact share of it
-            loss = grpo_loss(token_loss, mask[c], advantages[c], args.group_size, args.aggregator,
-                             coefficients[c])
+            loss = share(token_loss, c)       # the rule meets the loss: these rows' share of J
             loss.backward()
             total += loss.item()
-            shares = update_statistics(loss, logp, old_logp[c], ref, entropy, advantages[c],
-                                       mask[c], coefficients[c], inner, args)
+            shares = update_statistics(loss, token_loss, share, c, logp, old_logp[c], ref, entropy,
+                                       advantages[c], mask[c], inner, args)
             for key, value in shares.items():
                 stats[key] += value
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
@@ -328,17 +340,18 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
 
 
 @torch.no_grad()
-def update_statistics(loss, logp, old_logp, ref_logp, entropy, advantages, mask, coefficients,
-                      inner, args) -> dict:
+def update_statistics(loss, token_loss, share, c, logp, old_logp, ref_logp, entropy, advantages,
+                      mask, inner, args) -> dict:
     """A micro-batch's share of what the update logs (docs/metrics.md), as token sums: at the
-    first inner update pg_loss = J without its beta * KL part, and the entropy; at the last
-    the k3 KL to pi_ref (beta > 0) or pi_old; the clipped fraction, mean over the mu updates."""
+    first inner update pg_loss = J of the token terms without beta * KL, and the entropy; at
+    the last the k3 KL to pi_ref (beta > 0) or pi_old; the clipped fraction, mean over mu."""
     ratio = policy_ratio(logp, old_logp, mask)                                      # rho_it
     clipped = clipped_tokens(ratio, advantages, args.eps_low, args.eps_high, args.clip_ratio_c)
     kl = k3_kl(logp, old_logp if ref_logp is None else ref_logp) * mask
     first, last = inner == 0, inner == args.inner_updates - 1
-    kl_part = args.beta * (coefficients * kl).sum().item() if ref_logp is not None else 0.0
-    return {"pg_loss": loss.item() - kl_part if first else 0.0,
+    with_kl = ref_logp is not None and args.beta != 0.0
+    pg = share(token_loss - args.beta * kl, c).item() if first and with_kl else loss.item()
+    return {"pg_loss": pg if first else 0.0,
             "entropy": (entropy * mask).sum().item() if first else 0.0,
             "kl": kl.sum().item() if last else 0.0,
             "clip_frac": (mask * clipped.float()).sum().item() / args.inner_updates}
@@ -399,8 +412,22 @@ def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None, lengths=Non
             "share": share, "relative_weight": weight}
 
 
+def long_right_weight(mask, advantages, group_size, aggregator) -> float | None:
+    """Sequence equal-weighting, measured (docs/method.md §3): in each group whose right answers
+    (A_i > 0) differ in length, the per-token weight of the longest over the shortest's, then
+    the mean over those groups. Sequence: L_short / L_long < 1; token, balanced: 1. None: none."""
+    lengths = mask.sum(1)                                                           # L_i: (B,)
+    per_token = token_weights(mask, advantages, group_size, aggregator).sum(1) / lengths.clamp(1)
+    ratios = []
+    for L, w, right in zip(*(x.view(-1, group_size) for x in (lengths, per_token, advantages > 0))):
+        if right.any() and L[right].max() > L[right].min():                    # (G,) each
+            ratios.append(w[right][L[right].argmax()] / w[right][L[right].argmin()])
+    return torch.stack(ratios).mean().item() if ratios else None
+
+
 def step_diagnostics(rewards, mask, args) -> dict:
-    """Lengths by reward and by sign of advantage, and the sign weights of all three rules."""
+    """Lengths by reward and by sign of advantage; of all three rules, the two biases: the
+    weight share on right answers (sign-length coupling) and the long right answer's weight."""
     lengths = mask.sum(1).float()                                                  # L_i: (B,)
     advantages = group_advantages(rewards, args.group_size, args.adv_scale)
     pos, neg = advantages > 0, advantages < 0
@@ -409,7 +436,10 @@ def step_diagnostics(rewards, mask, args) -> dict:
            "len_neg": lengths[neg].mean().item() if neg.any() else None}
     for rule in AGGREGATORS:
         out[f"pos_share_{rule}"] = positive_share(mask.float(), advantages, args.group_size, rule)
+        out[f"long_right_weight_{rule}"] = long_right_weight(mask.float(), advantages,
+                                                             args.group_size, rule)
     out["pos_share"] = out.get(f"pos_share_{args.aggregator}")
+    out["long_right_weight"] = out.get(f"long_right_weight_{args.aggregator}")
     return out
 
 

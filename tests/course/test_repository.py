@@ -186,7 +186,8 @@ def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
 
 # The course: the design card's files and the few modules they need. It never imports the lab.
 COURSE = ("grpo_ba", "grpo_ba_support", "grpo_ba_plots", "verifier", "toy_tasks")
-COURSE_MAX_LINES = 2950          # measured 2,943 (2026-12-02); the aim of 2,500 is not reached
+COURSE_MAX_LINES = 3020          # measured 3,011 (issue 51: the rule called on l, the second bias
+                                 # measured); 2,943 before; the aim of 2,500 is not reached
 
 
 def course_modules():
@@ -216,7 +217,7 @@ def import_closure(start, graph):
     return seen
 
 
-def test_everything_grpo_ba_py_imports_adds_up_to_at_most_2950_lines():
+def test_everything_grpo_ba_py_imports_adds_up_to_at_most_3020_lines():
     modules = project_modules()
     closure = import_closure("grpo_ba", import_graph(modules))
     assert {"grpo_ba_support.run", "grpo_ba_support.answer_grammar", "toy_tasks.model"} <= closure       # the walk is real
@@ -226,7 +227,7 @@ def test_everything_grpo_ba_py_imports_adds_up_to_at_most_2950_lines():
 
 # ------------------------------------------------------------------ one readable script
 
-SCRIPT_MAX_LINES = 550
+SCRIPT_MAX_LINES = 580          # 549 before issue 51 (the rule called on l, the second bias measured)
 LINE_MAX_CHARS = 100
 TRAIN_MAX_LINES = 40
 SHORT_LINED = ("grpo_ba.py", "grpo_ba_support/args.py", "grpo_ba_plots.py", "grpo_ba_support/task.py", "verifier.py",
@@ -240,7 +241,7 @@ def _source(name):
         return f.read()
 
 
-def test_grpo_ba_py_is_read_in_one_sitting_at_most_550_lines():
+def test_grpo_ba_py_is_read_in_one_sitting_at_most_580_lines():
     assert len(_source("grpo_ba.py").splitlines()) <= SCRIPT_MAX_LINES
 
 

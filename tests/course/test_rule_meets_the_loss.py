@@ -1,9 +1,14 @@
 """Where the rule meets the loss: the update steps on the gradient of the paper's
-J = rule(l, mask, A, G) (grpo_ba.grpo_loss, applied to the whole batch at once), also when
-the batch is split into micro-batches smaller than a group, where each micro-batch computes
-its share sum_it c_it * l_it with the coefficients of whole groups (docs/method.md §7, choice 8)."""
+J = rule(l, mask, A, G) (grpo_ba.grpo_loss, the rule called on the token terms of the whole
+batch), for any rule a student writes, linear or not, also in micro-batches of whole groups;
+in micro-batches smaller than a group each computes its share sum_it c_it * l_it with the
+coefficients of whole groups, exact for a linear rule, and a nonlinear rule is refused there
+(docs/method.md §7, choice 8)."""
+import dataclasses
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 import grpo_ba
 from toy_tasks import model as toy_model
@@ -13,9 +18,9 @@ REWARDS = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0])       # k = 2 o
 LENGTHS = [3, 9, 12, 2, 7, 1, 5, 10]                                       # tokens up to and with EOS
 
 
-def batch_and_policy():
+def batch_and_policy(policy_seed=3):
     tokenizer = toy_model.char_tokenizer()
-    policy = toy_model.tiny_qwen3(tokenizer, seed=3)
+    policy = toy_model.tiny_qwen3(tokenizer, seed=policy_seed)
     torch.manual_seed(0)
     prompt = tokenizer(["<bos>12+3+4="] * (G * P), return_tensors="pt", add_special_tokens=False)
     response = torch.randint(3, len(tokenizer), (G * P, max(LENGTHS) + 2))     # no pad, bos or eos
@@ -49,3 +54,70 @@ def test_the_update_steps_on_the_gradient_of_the_rules_loss_even_in_micro_batche
     assert scale > 0 and stats["pg_loss"] == pytest.approx(J.item(), abs=1e-6)
     for step, grad in zip(moved, expected):
         assert torch.allclose(step, grad, atol=1e-5 * scale, rtol=1e-4)
+
+
+def softplus_token(per_token_loss, mask, advantages, group_size):
+    """A student's nonlinear rule: token's per-group mean of softplus(l), not linear in l."""
+    return grpo_ba.aggregate_token(F.softplus(per_token_loss), mask, advantages, group_size)
+
+
+def twice_sequence(per_token_loss, mask, advantages, group_size):
+    """A student's linear rule."""
+    return 2 * grpo_ba.aggregate_sequence(per_token_loss, mask, advantages, group_size)
+
+
+def gradient_of_J_as_called(rule):
+    """(J, dJ/dtheta) of the rule called once on the whole batch's token terms at ratio 1."""
+    policy, batch = batch_and_policy()
+    T = batch.response_mask.shape[1]
+    advantages = grpo_ba.group_advantages(REWARDS, G)
+    logp, _ = grpo_ba.token_logprobs(policy, batch.sequences, batch.attention, T)
+    mask = batch.response_mask.float()
+    J = rule(grpo_ba.clipped_token_loss(logp, logp.detach(), advantages, mask), mask, advantages, G)
+    return J, torch.autograd.grad(J, list(policy.parameters()))
+
+
+def one_sgd_step(rule, micro_batch_size):
+    """What grpo_update moved (one SGD step of lr 1 moves -grad) and its stats."""
+    policy, batch = batch_and_policy()
+    args = grpo_ba.parse_args(["--group-size", str(G), "--prompts-per-step", str(P), "--inner-updates", "1",
+                               "--micro-batch-size", str(micro_batch_size), "--max-grad-norm", "1e9"])
+    args = dataclasses.replace(args, aggregator=rule)
+    before = [p.detach().clone() for p in policy.parameters()]
+    stats = grpo_ba.grpo_update(policy, None, torch.optim.SGD(policy.parameters(), lr=1.0), batch, REWARDS, args)
+    return [b - p.detach() for b, p in zip(before, policy.parameters())], stats
+
+
+@pytest.mark.parametrize("micro_batch_size", [0, G])          # the whole batch; one group at a time
+def test_a_students_nonlinear_rule_trains_on_the_gradient_of_J_exactly_as_called(micro_batch_size):
+    J, expected = gradient_of_J_as_called(softplus_token)
+    # the rule is not linear: its linearisation at l = 0 (the coefficient form) is another loss
+    policy, batch = batch_and_policy()
+    mask, advantages = batch.response_mask.float(), grpo_ba.group_advantages(REWARDS, G)
+    T = mask.shape[1]
+    logp, _ = grpo_ba.token_logprobs(policy, batch.sequences, batch.attention, T)
+    token_loss = grpo_ba.clipped_token_loss(logp, logp.detach(), advantages, mask)
+    linearised = (grpo_ba.aggregation_coefficients(mask, advantages, G, softplus_token) * token_loss).sum()
+    assert abs(linearised.item() - J.item()) > 0.1
+    moved, stats = one_sgd_step(softplus_token, micro_batch_size)
+    assert stats["pg_loss"] == pytest.approx(J.item(), abs=1e-6)
+    scale = max(g.abs().max().item() for g in expected)
+    assert scale > 0
+    for step, grad in zip(moved, expected):
+        assert torch.allclose(step, grad, atol=1e-5 * scale, rtol=1e-4)
+
+
+def test_a_students_linear_rule_trains_exactly_in_micro_batches_smaller_than_a_group():
+    J, expected = gradient_of_J_as_called(twice_sequence)
+    moved, stats = one_sgd_step(twice_sequence, 2)
+    assert stats["pg_loss"] == pytest.approx(J.item(), abs=1e-6)
+    scale = max(g.abs().max().item() for g in expected)
+    for step, grad in zip(moved, expected):
+        assert torch.allclose(step, grad, atol=1e-5 * scale, rtol=1e-4)
+
+
+def test_micro_batches_that_split_groups_refuse_a_nonlinear_rule_in_one_line():
+    with pytest.raises(ValueError) as refused:
+        one_sgd_step(softplus_token, 2)
+    message = str(refused.value)
+    assert "\n" not in message and "split groups of 4" in message and "multiple of 4" in message

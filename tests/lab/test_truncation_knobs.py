@@ -40,15 +40,16 @@ def _coefficients_used(monkeypatch, rule, truncated):
     assert batch.truncated.tolist() == [False, False, False, True]
     assert batch.response_mask.sum(1).tolist() == list(LENGTHS)
     seen = []
-    real = grpo_ba.aggregation_coefficients
+    real = grpo_ba.grpo_loss
 
-    def spy(*a, **k):
-        seen.append(real(*a, **k))
-        return seen[-1]
-    monkeypatch.setattr(grpo_ba, "aggregation_coefficients", spy)
+    def spy(token_loss, mask, advantages, group_size, aggregator):   # the rule meets the loss
+        seen.append((mask, advantages, group_size, aggregator))
+        return real(token_loss, mask, advantages, group_size, aggregator)
+    monkeypatch.setattr(grpo_ba, "grpo_loss", spy)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
     grpo_ba.grpo_update(policy, None, optimizer, batch, REWARDS, _args(rule, truncated))
-    return seen[0]
+    monkeypatch.setattr(grpo_ba, "grpo_loss", real)
+    return grpo_ba.aggregation_coefficients(*seen[0])        # dJ/dl of the loss it called
 
 
 # per-token coefficient of each row (every token of a row weighs the same), keep vs mask:
