@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 import time
 
 import matplotlib
@@ -31,10 +32,16 @@ LINES = {"token": dict(lw=4, zorder=2),
          "sequence": dict(lw=2, marker="o", ms=4, markevery=(0, 4), zorder=3),
          "balanced": dict(lw=2, marker="s", ms=4, markevery=(2, 4), zorder=4)}
 PANELS = [("accuracy", "held-out greedy accuracy"),
-          ("pos_share", "weight share on right answers (0.5: unbiased)"),
-          ("pg_loss", "pg-loss at ratio 1 (0: no drift)"),
+          ("pos_share", "weight share on right answers\n(sign-length coupling; 0.5: unbiased)"),
+          ("long_right_weight", "long/short right answer, weight per token\n"
+                                "(sequence equal-weighting; 1: none)"),
+          ("pg_loss", "pg-loss at ratio 1, a step's first update\n(token: off 0 by its coupling)"),
           ("len_right", "mean length of right answers (tokens)"),
-          ("len_wrong", "mean length of wrong answers (tokens)"), ("entropy", "entropy per token")]
+          ("len_wrong", "mean length of wrong answers (tokens)"),
+          ("forced_frac", "responses the world started with a slip"),
+          ("entropy", "entropy per token (nats): how spread\nthe policy's next-token choice is")]
+REFERENCE = {"pos_share": 0.5, "long_right_weight": 1.0, "pg_loss": 0.0}
+WORLD = dict(color="gray", lw=1.5, label="the world")
 
 
 def style(rule: str) -> dict:
@@ -61,14 +68,14 @@ def _save(fig, path: str) -> str:
 
 
 def mechanism_figure(runs: dict, path: str | None, title: str):
-    """runs: {rule: metrics lines} of one seed -> six panels over the steps, saved to `path`
+    """runs: {rule: metrics lines} of one seed -> eight panels over the steps, saved to `path`
     (-> path), or the figure itself without a path."""
-    fig, axes = plt.subplots(2, 3, figsize=(14, 7))
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
     for ax, (key, label) in zip(axes.flat, PANELS):
-        for rule, metrics in runs.items():
-            ax.plot(*_steps(metrics, key), **style(rule))
-        if key in ("pos_share", "pg_loss"):
-            ax.axhline(0.5 if key == "pos_share" else 0.0, color="gray", lw=0.8)
+        for rule, metrics in runs.items():       # the world's forced slips: the same every run
+            ax.plot(*_steps(metrics, key), **(style(rule) if key != "forced_frac" else WORLD))
+        if key in REFERENCE:
+            ax.axhline(REFERENCE[key], color="gray", lw=0.8)
         ax.set(title=label, xlabel="step")
         ax.grid(alpha=0.3)
     axes.flat[0].legend()
@@ -155,7 +162,8 @@ class Progress(grpo_ba_run.RunLogger):
 
 
 def story(runs: dict, args, figures) -> list[str]:
-    """The demo's last lines: what each rule did, by the paper's two biases (docs/method.md §3)."""
+    """The demo's last lines: what each rule did, by the paper's two biases (docs/method.md §3),
+    and what the world imposed (the forced slips, the wrong/right length at step 0)."""
     def row(label, value):
         return f"{label:<40}" + "".join(f"{value(m):>15}" for m in runs.values())
     def first(metrics, key):                       # nan when no step logged it (no right answer)
@@ -170,26 +178,45 @@ def story(runs: dict, args, figures) -> list[str]:
     # the demo's rules are compared paired over strong-band's seeds
     compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)
     compare = f"--design {compared_by}" if args.design != "plain" else "--seeds 5"
-    return ["", f"What each rule did (design {args.design}, seed {args.seed}, {args.steps} steps):",
+    return ["", f"What each rule did (design {args.design}, seed {args.seed}, {args.steps} steps, "
+            f"G = {args.group_size} answers to P = {args.prompts_per_step} prompts each):",
             f"{'':<40}" + "".join(f"{rule:>15}" for rule in runs),
             row("weight share on right answers, mean", mean("pos_share")),
+            row("long/short right answer's token weight", mean("long_right_weight")),
             row("pg-loss at ratio 1, mean", mean("pg_loss", "+")),
             row("right-answer length, step 0 -> last 10", change("len_right")),
             row("wrong-answer length, step 0 -> last 10", change("len_wrong")),
             row("held-out accuracy, step 0 -> final",
                 change("accuracy", 3, lambda m, key: (_steps(m, key)[1] or [math.nan])[-1])),
-            "",
-            "0.5 is the unbiased share. Sequence and balanced sit at it by construction: the right",
-            "and the wrong answers of a group get sqrt(k(G-k))/G each, whatever their lengths, so",
-            "their pg-loss at ratio 1 is 0. Token weighs every token alike: the side writing more",
-            "tokens takes more of the update, a share Lbar+/(Lbar+ + Lbar-) and a pg-loss drifting",
-            "from 0 (sign-length coupling). Sequence weighs every answer alike, 1/L to each token",
-            "of an L-token answer (sequence equal-weighting); balanced has neither bias.",
+            "", *world(args, next(iter(runs.values()))),
+            "Sign-length coupling shows in the share row (by sign of advantage; 0.5 is unbiased):",
+            "token weighs every token alike, so the side writing more tokens takes more, Lbar+ /",
+            "(Lbar+ + Lbar-) with Lbar a side's mean length, and its pg-loss at ratio 1 (a step's",
+            "first update) is off 0 each step; the paper sees it drift far from 0 in long runs.",
+            "Sequence equal-weighting shows in the long/short row: sequence gives each token of an",
+            "L-token answer 1/L, a longest right answer's L_short/L_long. Balanced: 0.5 and 1.",
             "",
             "One seed ranks no rule: its differences mix the rule with this seed's luck. To",
             f"compare them paired over many seeds: python -m grpo_ba_lab.analysis.sweep {compare}",
             f"Figures: {figures[0]} (this run over its steps),",
             f"         {figures[1]} (each rule's bias in one group, docs/method.md §3)"]
+
+
+def world(args, metrics: list[dict]) -> list[str]:
+    """The story's lines on what the environment imposed: its forced starts, the length gap."""
+    forced = _mean(_steps(metrics, "forced_frac")[1])
+    if not forced > 0:
+        return []
+    step0 = _steps(metrics, "wrong_over_right")[1][:1] or [math.nan]
+    flags = designs.DESIGNS.get(args.design, {}).get("flags", {})
+    if flags.get("gap_sign", "wrong-long") == "wrong-long":
+        what, long = "a slip (57+6+3= -> 57: the 6 forgotten)", "wrong"
+    else:
+        what, long = "a right answer, re-checked (57+6+3= -> 63 66?)", "right"
+    return textwrap.wrap(f"The world: the environment starts {_text(forced, 2)} of the responses "
+                         f"with {what}, which the policy continues with a ramble, so {long} "
+                         f"answers are long by the world's doing: wrong/right length "
+                         f"{_text(step0[0], 2)} at step 0 (mean lengths, by reward).", 92)
 
 
 def _text(value: float, digits: int, sign: str = "") -> str:

@@ -30,7 +30,7 @@ class Args:
     aggregator: str = arg("all", "the rule (docs/method.md §2); all: the demo, the three rules "
                                  "from the same weights and seed", section="the run")
     design: str = arg(designs.AUTO, "toy design: its world, warm-up and settings "
-                                    "(docs/toy-designs.md); auto: demo on the toy")
+                                    "(toy_tasks/designs.py); auto: demo on the toy")
     steps: int = arg(100, "GRPO steps")
     seed: int = arg(0, "seed of the RL run (sampling, prompt order)")
     output_dir: str = arg("", "where args.json, metrics.jsonl and checkpoint.pt go")
@@ -51,7 +51,8 @@ class Args:
     eval_every: int = arg(10, "greedy held-out accuracy, then a checkpoint, every N steps",
                           section="evaluation and checkpoints")
     eval_prompts: int = arg(200, "held-out prompts per evaluation")
-    preset: str = arg("", "one-GPU settings as defaults (grpo_ba_args.PRESETS)",
+    preset: str = arg("", "one-GPU settings as defaults: qwen3-1.7b (PRESETS in "
+                          "grpo_ba_support/args.py)",
                       section="a real model (docs/real-models-gpu.md)")
     model: str = arg("", "hub id or local directory (default: the toy model)")
     dataset: str = arg("", "prompts and answers: hub id or .jsonl/.json/.parquet")
@@ -103,9 +104,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser(cls=Args, prog="grpo_ba.py", description="", choices=CHOICES, epilog=None):
+def build_parser(cls=Args, prog="grpo_ba.py", description="", choices=CHOICES, epilog=None,
+                 design=designs.NO_DESIGN):
     """--config, then a flag per field of `cls`; every default is SUPPRESS, so the parsed
-    namespace holds exactly the flags typed."""
+    namespace holds exactly the flags typed. --help shows the defaults of a run with no flag,
+    `design`'s where it sets them."""
+    fields = {f.name: f.default for f in dataclasses.fields(cls)}
+    run = {**fields, **{k: v for k, v in designs.design_flags(design).items() if k in fields}}
+    changed = [f"--{k.replace('_', '-')} {fields[k]}" for k in fields if run[k] != fields[k]]
+    if changed:
+        description = (f"{description} Defaults shown: a run with no flag, design {design} "
+                       f"(toy_tasks/designs.py); --design plain or --model starts from "
+                       f"{', '.join(changed)}.").strip()
     parser = _Parser(prog=prog, description=description, epilog=epilog, allow_abbrev=False,
                      argument_default=argparse.SUPPRESS,
                      formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=30,
@@ -117,7 +127,7 @@ def build_parser(cls=Args, prog="grpo_ba.py", description="", choices=CHOICES, e
         if f.metadata.get("section"):
             group = parser.add_argument_group(f.metadata["section"])
         flag, text = "--" + f.name.replace("_", "-"), f.metadata["help"]
-        shown = f" (default: {f.default})" if f.default not in ("", False, ()) else ""
+        shown = f" (default: {run[f.name]})" if run[f.name] not in ("", False, ()) else ""
         if f.type in ("bool", bool):
             group.add_argument(flag, action=argparse.BooleanOptionalAction, help=text)
         elif f.type in ("tuple", tuple):
@@ -160,9 +170,10 @@ def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=
     four (grpo_ba_run.resumed_args: only --steps and machine flags may differ)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser_kw.setdefault("epilog", LAB if cls is Args else None)
-    typed = vars(build_parser(cls, prog, choices=choices, **parser_kw).parse_args(argv))
-    config = config_reader(typed.pop("config"), cls) if "config" in typed else {}
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    typed = vars(build_parser(cls, prog, choices=choices, design=auto_design(defaults),
+                              **parser_kw).parse_args(argv))
+    config = config_reader(typed.pop("config"), cls) if "config" in typed else {}
     if typed.get("resume"):
         return cls(**grpo_ba_run.resumed_args(typed["resume"], typed, defaults, machine_flags))
     chosen = {**defaults, **config, **typed}           # which preset and design are asked for

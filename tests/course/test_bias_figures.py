@@ -85,28 +85,33 @@ def synthetic_runs(steps=30):
                   "pg_loss": 0.09 + 0.002 * s if rule == "token" else 0.0,
                   "len_right": 10 - 0.1 * s + offset, "len_wrong": 15 - 0.05 * s * (offset + 1),
                   "entropy": 0.3 - 0.002 * s * (offset + 1), "truncated_frac": 0.0,
+                  "long_right_weight": 0.5 + 0.01 * s if rule == "sequence" else 1.0,
+                  "forced_frac": 0.5 + 0.02 * (s % 3),                  # the world's: the same for all
                   **({"accuracy": 0.6 + 0.01 * s + 0.005 * offset} if s % 5 == 0 else {})}
                  for s in range(steps)]
         runs[rule] = lines + [{"step": steps, "final_evaluation": True, "accuracy": 0.9 - 0.02 * offset}]
     return runs
 
 
-def test_the_mechanism_figure_draws_each_rules_metrics_with_the_pg_loss_drift_and_no_truncation_panel():
+def test_the_mechanism_figure_draws_each_rules_metrics_both_biases_the_forced_slips_and_no_truncation_panel():
     runs = synthetic_runs()
     fig = grpo_ba_plots.mechanism_figure(runs, None, "test")
     panels = [ax for ax in fig.axes if ax.get_lines()]
-    assert [key for key, _ in grpo_ba_plots.PANELS] == ["accuracy", "pos_share", "pg_loss", "len_right",
-                                                        "len_wrong", "entropy"]
+    assert [key for key, _ in grpo_ba_plots.PANELS] == ["accuracy", "pos_share", "long_right_weight", "pg_loss",
+                                                        "len_right", "len_wrong", "forced_frac", "entropy"]
     assert len(panels) == len(grpo_ba_plots.PANELS)
     for ax, (key, _) in zip(panels, grpo_ba_plots.PANELS):
+        if key == "forced_frac":                                    # the world's, drawn as such
+            assert {line.get_label() for line in ax.get_lines()} == {"the world"} and not drawn(ax)
+            continue
         for rule, line in drawn(ax).items():
             expected = [(m["step"], m[key]) for m in runs[rule]
                         if key in m and (key == "accuracy" or not m.get("final_evaluation"))]
             assert list(zip(line.get_xdata(), line.get_ydata())) == expected, (key, rule)
-    drift = drawn(panels[2])
+    drift = drawn(panels[3])
     assert min(drift["token"].get_ydata()) > 0 and set(drift["sequence"].get_ydata()) == {0.0}
 
 
 def test_every_rule_stays_visible_where_lines_coincide_in_the_mechanism_figure():
     fractions = visible_fractions(grpo_ba_plots.mechanism_figure(synthetic_runs(), None, "test"))
-    assert len(fractions) == 18 and min(fractions.values()) >= 0.3, fractions
+    assert len(fractions) == 21 and min(fractions.values()) >= 0.3, fractions

@@ -73,6 +73,41 @@ def test_help_shows_defaults_without_glitches(help_text):
     assert "{," not in flat and "('" not in flat                        # no empty choice, no tuple repr
 
 
+def flag_help(help_text):
+    """{flag: its help text, on one line} of the options listed."""
+    blocks, current = {}, None
+    for line in help_text.splitlines():
+        found = re.match(r"^\s{2}(--[\w-]+)", line)
+        if found:
+            current = blocks.setdefault(found.group(1), [])
+        if current is not None and line.startswith(" "):
+            current.append(line.strip())
+        elif not line.startswith(" "):
+            current = None
+    return {flag: " ".join(lines) for flag, lines in blocks.items()}
+
+
+def test_help_shows_the_defaults_the_default_run_uses(help_text):
+    flat = " ".join(help_text.split())
+    run = grpo_ba_args.parse_args([])                       # `python grpo_ba.py`, the demo
+    shown = {flag: re.search(r"\(default: ([^)]*)\)$", text).group(1)
+             for flag, text in flag_help(help_text).items() if "(default: " in text}
+    assert {"--steps", "--seed", "--max-new-tokens", "--eval-prompts"} <= set(shown)
+    assert shown.pop("--design") == "auto" and run.design == "demo"       # auto: the demo on the toy
+    for flag, value in shown.items():
+        if getattr(run, flag[2:].replace("-", "_")) not in ("", False):  # "(default: the toy model)"
+            assert value == str(getattr(run, flag[2:].replace("-", "_"))), flag
+    assert (run.steps, run.max_new_tokens, run.eval_prompts) == (30, 48, 729)
+    plain = grpo_ba_args.parse_args(["--design", "plain"])    # and says where the others start
+    assert f"--steps {plain.steps}, --seed {plain.seed}, --max-new-tokens {plain.max_new_tokens}" in flat
+
+
+def test_help_of_preset_names_presets_that_exist_where_they_are(help_text):
+    text = flag_help(help_text)["--preset"]
+    assert all(name in text for name in grpo_ba_args.PRESETS) and "grpo_ba_support/args.py" in text
+    assert os.path.exists(os.path.join(REPO, "grpo_ba_support", "args.py")) and "grpo_ba_args." not in text
+
+
 def test_help_names_the_lab_commands(help_text):
     flat = " ".join(help_text.split())
     assert "python -m grpo_ba_lab.train" in flat and "grpo_ba_lab.analysis.sweep" in flat
