@@ -41,7 +41,8 @@ DESIGNS = {
                  shipped={22: "672e131dd2b4a852f13ecbc8ae703864b9a1d193658b144f9b838a409c48405c"},
                  # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
                  # samples, greedy accuracy on all 729 held-out prompts), the same on every
-                 # machine variant (tests/lab/test_designs.py)
+                 # machine variant (tests/lab/test_designs.py). The course's pages quote the
+                 # demo's own first batch instead, as its story prints it: wrong/right 2.67.
                  step0=dict(accuracy=0.4554183813443073, wrong_over_right=2.4893524777881146,
                             std_over_mean=0.5347280293650207, len_right=11.357142448425293,
                             len_wrong=28.271930694580078, reward=0.109375)),

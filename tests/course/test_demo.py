@@ -7,6 +7,7 @@ import glob
 import io
 import json
 import os
+import re
 
 import pytest
 
@@ -110,6 +111,11 @@ def test_the_demo_from_the_shipped_warmup_gives_seed_22s_accuracies(tmp_path, ca
     with open(os.path.join(REPO, "README.md")) as f:   # the README's table is this story's, line by line
         table = [line.strip() for line in f.read().split("## What the demo shows")[1].split("\n\n")[3].splitlines()]
     assert table and all(any(line.strip() == row for line in lines) for row in table), table
+    story, readme = " ".join(" ".join(lines).split()), " ".join(open(os.path.join(REPO, "README.md")).read().split())
+    forced = re.search(r"starts (\d\.\d\d) of the responses", story).group(1)
+    ratio = re.search(r"wrong/right length (\d\.\d\d) at step 0", story).group(1)
+    assert f"{forced} of this run's responses were forced" in readme           # the world, as printed
+    assert f"{ratio} times as long as right ones" in readme
     drift = next(line for line in lines if line.startswith("pg-loss at ratio 1")).split()[-3:]
     assert float(drift[0]) > 0.05 and drift[1:] == ["+0.000", "+0.000"]            # token's drift, the others' 0
     runs = {rule: grpo_ba_run.read_metrics(os.path.join(out, rule, "metrics.jsonl")) for rule in SEED_22_ACCURACY}
