@@ -45,3 +45,24 @@ def test_the_demo_world_has_one_wrong_over_right_figure_and_it_is_the_readme_tab
         quoted = re.findall(r"(?:wrong/right|the demo's world starts at) (\d\.\d\d)", " ".join(read(page).split()))
         assert all(q == figure for q in quoted), (page, quoted)
     assert "2.49" not in readme and "3.46" not in readme
+
+
+def code_lines(name):
+    """Lines of code (no docstring, comment or blank line) in the body of grpo_ba.py's `name`."""
+    import ast
+    source = read("grpo_ba.py")
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    body = node.body[1:] if isinstance(node.body[0], ast.Expr) else node.body
+    lines = source.splitlines()[body[0].lineno - 1:node.end_lineno]
+    return sum(1 for line in lines if line.strip() and not line.strip().startswith("#"))
+
+
+def test_the_lab_sessions_exercise_timing_states_the_exercises_real_size():
+    sizes = {name: code_lines(name) for name in ("group_advantages", "_per_response_sums", "aggregate_token",
+                                                 "aggregate_sequence", "aggregate_balanced", "sign_weights")}
+    session = " ".join(read("docs/lab-session.md").split())
+    assert (f"the five functions take {sum(sizes.values())} lines of code in `grpo_ba.py` (group_advantages "
+            f"{sizes['group_advantages']}, the shared row sums {sizes['_per_response_sums']}, aggregate_token "
+            f"{sizes['aggregate_token']}, aggregate_sequence {sizes['aggregate_sequence']}, aggregate_balanced "
+            f"{sizes['aggregate_balanced']}, sign_weights {sizes['sign_weights']})") in session
+    assert f"The five are {sum(sizes.values())} lines of code" in " ".join(read("exercises/README.md").split())
