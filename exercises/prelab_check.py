@@ -145,6 +145,37 @@ CHECKS = [("packages", check_python_and_packages), ("course imports", check_cour
           ("shipped warm-up", check_shipped_warmups), ("figures", check_figures)]
 
 
+# The warm-ups the session's commands load (docs/lab-session.md, steps 2 and 3): design, seed
+# and the --threads they run with (a cached warm-up's key holds its floating-point path).
+SESSION_WARMUPS = (("demo", 22, 1), ("long-right", 80, 1))
+
+
+def caches_note() -> list[str]:
+    """One line per warm-up the session loads: shipped (checked above), cached, or to train once
+    before the session with the command that caches it. A note, not a failure: a fresh install
+    has no cache yet, and docs/lab-session.md says to fill it."""
+    import torch
+    from grpo_ba_support import task
+    from toy_tasks import designs
+    from toy_tasks.model import warmup_cache_dir
+    lines, threads = [], torch.get_num_threads()
+    for name, seed, session_threads in SESSION_WARMUPS:
+        if designs.shipped_warmup(name, seed):
+            lines.append(f"note  cache: design {name}, seed {seed}: shipped (checked above)")
+            continue
+        torch.set_num_threads(session_threads)
+        try:
+            path = warmup_cache_dir(task.CACHE_DIR, designs.world(name), designs.warmup_steps(name), seed)
+        finally:
+            torch.set_num_threads(threads)
+        if os.path.exists(os.path.join(path, "warmup.json")):
+            lines.append(f"note  cache: design {name}, seed {seed}: cached in {path}")
+        else:
+            lines.append(f"note  cache: design {name}, seed {seed}: not cached yet; run docs/lab-session.md's "
+                         f"step 3 command once before the session ({designs.warmup_steps(name)} warm-up steps)")
+    return lines
+
+
 def notebook_note() -> str:
     have = [name for name in ("jupyter", "nbclient", "ipykernel") if importlib.util.find_spec(name)]
     if "ipykernel" in have:
@@ -165,6 +196,8 @@ def main(argv=None, out=print) -> int:
         except Exception as err:                  # noqa: BLE001 - a broken install fails anyhow
             failed.append(name)
             out(f"FAIL  {name}: {type(err).__name__}: {err}")
+    for line in caches_note() if "course imports" not in failed else []:
+        out(line)
     out(notebook_note())
     seconds = time.time() - started
     if failed:

@@ -68,3 +68,21 @@ def test_prelab_check_catches_a_verifier_that_misjudges(monkeypatch):
     code, by_check, _ = run_in_process()
     assert code == 1
     assert "verify('57 60', '66') gave 0.0, not 1.0" in by_check["FAIL  the verifier"]
+
+
+def test_prelab_check_covers_every_warm_up_the_session_loads_shipped_cached_or_to_train(tmp_path, monkeypatch):
+    import torch
+    from grpo_ba_support import task
+    from toy_tasks import designs
+    from toy_tasks.model import warmup_cache_dir
+    monkeypatch.setattr(task, "CACHE_DIR", str(tmp_path))
+    lines = prelab_check.caches_note()
+    assert len(lines) == len(prelab_check.SESSION_WARMUPS)
+    assert "demo, seed 22: shipped" in lines[0] and "long-right, seed 80: not cached yet" in lines[1]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                                  # the session's --threads 1
+    path = warmup_cache_dir(str(tmp_path), designs.world("long-right"), designs.warmup_steps("long-right"), 80)
+    torch.set_num_threads(threads)
+    os.makedirs(path)
+    open(os.path.join(path, "warmup.json"), "w").close()
+    assert "long-right, seed 80: cached in" in prelab_check.caches_note()[1]
