@@ -62,7 +62,7 @@ def test_any_seed_runs_the_demo_and_draws_its_two_figures_in_at_most_30_lines(tm
     assert "seed 7" in story and "One seed ranks no rule" in story and "analysis.sweep" in story
     assert "weight share on right answers" in story and "wrong-answer length" in story
     assert "sign-length coupling" in story.lower() and "sequence equal-weighting" in story.lower()
-    assert "0.5 unbiased" in story and "pg-loss at ratio 1" in story and "long/short right answer" in story
+    assert "0.5 is unbiased" in story and "pg-loss at ratio 1" in story and "long/short right answer" in story
     assert "The world: the environment starts" in story and "with a slip" in story     # the forced slips, told
     assert "it/s]" not in err + story and "Writing model shards" not in err + story    # no third-party bars
     assert "\r" not in err + story and "step 1/2" not in err + story     # captured output is no terminal
