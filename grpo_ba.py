@@ -152,11 +152,12 @@ def aggregate_balanced(per_token_loss, mask, advantages, group_size):
     §4, choice 7), the form computed here; with binary rewards it is the one above:
 
         J_BA = sum_{s in +,-} (M_s / G) * (sum_{i in S_s} sum_t l_it) / (sum_{i in S_s} |A_i| L_i)
-        M_s  = sum_{i in S_s} |A_i|;   responses with A_i = 0 belong to neither side.
+        M_s  = sum_{i in S_s} |A_i|;   responses with A_i = 0 or L_i = 0 belong to neither side.
     """
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
     adv = advantages.to(token_sums.dtype).view(-1, group_size)                   # (P, G)
-    sides = torch.stack([adv > 0, adv < 0]).to(token_sums.dtype)                # S+, S-: (2, P, G)
+    has_tokens = lengths > 0               # S+, S-: (2, P, G); choice 6: no tokens, neither side
+    sides = torch.stack([(adv > 0) & has_tokens, (adv < 0) & has_tokens]).to(token_sums.dtype)
     mass = (adv.abs() * sides).sum(dim=2)                                        # M_s: (2, P)
     numerator = (token_sums * sides).sum(dim=2)                                  # (2, P)
     denominator = (adv.abs() * lengths * sides).sum(dim=2)                       # (2, P)

@@ -21,9 +21,6 @@ G = 4
 LENGTHS = torch.tensor([3, 5, 2, 0])
 REWARDS = torch.tensor([1.0, 1.0, 0.0, 0.0])
 
-PENDING = ("grpo_ba.aggregate_balanced counts an empty response's |A_i| in its side's mass M_s (its weight "
-           "moves to same-sign peers); pending the patch that puts a response with L_i = 0 in neither side")
-
 
 def group():
     mask = mask_from_lengths(LENGTHS)
@@ -40,7 +37,6 @@ def test_an_empty_response_gets_no_token_weight_under_every_rule(rule):
     assert torch.isfinite(value)
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_balanced_gives_an_empty_response_no_advantage_mass_so_its_peer_keeps_its_weight():
     """The 2-token wrong answer's coefficient is 1 / (G * 2): its own mass |A| / G over its own
     |A| L, the same as without the empty response; not 2 / (G * 2) (the empty one's mass moved to it)."""
@@ -54,7 +50,6 @@ def test_balanced_gives_an_empty_response_no_advantage_mass_so_its_peer_keeps_it
         aggregate_balanced(terms, mask, without, G).item(), rel=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_balanced_keeps_sequences_weight_per_sign_when_a_response_is_empty():
     """§4's property 1 with an empty response: balanced's weight on each sign is sequence's."""
     mask, adv = group()

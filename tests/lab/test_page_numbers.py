@@ -77,7 +77,7 @@ FRAGMENTS = [
              "strong | token - sequence / last held-out acc | pooled#1, against 0"),
     Fragment("docs/teaching.md",
              "there balanced ends\n  +0.039 ahead of sequence (holds), its lead over token is not detected (0.031 or more would\n"
-             "  have been seen), and the interval contradicts this project's larger version-1 toy values",
+             "  have been seen at 80% power), and the interval contradicts this project's larger version-1 toy values",
              "band | balanced - sequence / last held-out acc | pooled#1, against 0; "
              "band | balanced - token / last held-out acc | against 0; "
              "band | balanced - sequence / last held-out acc | earlier#1"),
@@ -170,18 +170,12 @@ def test_tokens_skip_versions_model_names_and_code_but_read_both_ends_of_a_range
 
 SCOPE_PAGES = ["README.md", *sorted(f"docs/{f}" for f in os.listdir(os.path.join(pn.REPO, "docs"))
                                     if f.endswith(".md"))]
-# Pages whose owners fix them under issue 53 (README.md: items 1 and 4; teaching.md: a 'would
-# have been seen' without its power): expected to fail until then, and to pass after.
-PENDING = {"README.md": "issue 53 items 1 and 4 (the README's toy section)",
-           "docs/teaching.md": "issue 53 item 1 ('at 80% power')"}
 
 
 @pytest.mark.parametrize("page", SCOPE_PAGES)
 def test_no_sentence_says_more_than_one_design_shows_and_nothing_renders_by_mistake(page):
     text = _text(page)
     problems = pn.scope_problems(text, page) + pn.stray_problems(text, page)
-    if problems and page in PENDING:
-        pytest.xfail(f"{PENDING[page]}: {problems}")
     assert problems == []
 
 
