@@ -36,6 +36,11 @@ SPREAD_ROOM = dict(regime="gap", slip_style="ramble", gap_size=18, spread_size=8
 BAND_SEEDS = tuple(range(60, 76))         # 16 seeds, each on both BAND_VARIANTS
 BAND_VARIANTS = ("native-1t", "default-1t")
 STRONG_SEEDS = tuple(range(1200, 1224))   # 24 seeds, each on both BAND_VARIANTS, run in this order
+# The regime design (planned): its levels (name -> design), the gap of each, its seeds in run order
+REGIME_LEVELS = {"none": "regime-none", "weak": "regime-weak", "strong": "regime-strong"}
+REGIME_GAPS = {"none": 0, "weak": 6, "strong": 30}
+REGIME_SEEDS = tuple(range(1400, 1424))
+REGIME_VARIANTS = BAND_VARIANTS
 
 
 def _seeds(first: int) -> dict:
@@ -84,6 +89,19 @@ LAB_DESIGNS = {
 for _d in LAB_DESIGNS.values():            # the course offers none of them
     _d["lab"] = True
 DESIGNS.update(LAB_DESIGNS)
+
+# The regime design's levels (docs/regime-design.md): strong-band's world and run with held-out
+# evaluations every 10 steps, at three levels of the length gap chosen by the exploratory pilot
+# (grpo_ba_lab/analysis/regime_pilot.py), the same seeds at every level on both variants. Planned,
+# not registered: the commit that registers them (registrations/regime-v3.md) adds them to
+# DESIGNS, before any of their runs.
+REGIME_DESIGNS = {REGIME_LEVELS[level]: dict(flags=dict(**{**STRONG_WORLD, "gap_size": gap}, lr=1e-4,
+                                                        steps=30, eval_every=10, eval_prompts=729,
+                                                        **OWN_WARMUP, warmup_band_low=BAND[0],
+                                                        warmup_band_high=BAND[1]),
+                                             seeds={variant: REGIME_SEEDS for variant in REGIME_VARIANTS},
+                                             version=3, lab=True)
+                  for level, gap in REGIME_GAPS.items()}
 
 
 def registered_seeds(name: str) -> list[tuple[int, str]]:

@@ -87,3 +87,13 @@ def test_a_sweep_started_outside_the_repository_gives_its_runs_the_repository_ro
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert os.path.dirname(done.stdout.strip()) == sweep.REPO
+
+
+def test_the_committed_pilot_report_redraws_from_its_runs_archive(tmp_path):
+    import tarfile
+    with tarfile.open(os.path.join(designs.REPO, "assets", "regime-pilot", "runs.tar.gz")) as tar:
+        tar.extractall(tmp_path, filter="data")
+    with open(os.path.join(designs.REPO, "assets", "regime-pilot", "pilot.md")) as f:
+        committed = f.read()
+    assert rp.report(str(tmp_path), log=lambda *a: None) == committed
+    assert "Levels chosen by choose_levels: none = gap-0, weak = gap-6\n" in committed
