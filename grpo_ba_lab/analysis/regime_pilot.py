@@ -126,15 +126,8 @@ def report_text(found: dict) -> str:
 
 
 def report(out: str, log=print) -> str:
-    found = coupling_pilot.collect(out)
-    if not found:
-        raise ValueError(f"no finished pilot runs under {out!r}")
-    text = report_text(found)
-    from grpo_ba_support import run as grpo_ba_run
-    import os
-    grpo_ba_run.write_atomic(os.path.join(out, "pilot.md"), text)
-    log(text + f"wrote {os.path.join(out, 'pilot.md')}")
-    return text
+    """pilot.md (the per-run table, each world's level) from the finished runs under `out`."""
+    return coupling_pilot.report(out, log, report_text)
 
 
 def main(argv=None) -> int:
