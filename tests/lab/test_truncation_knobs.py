@@ -54,15 +54,15 @@ def _coefficients_used(monkeypatch, rule, truncated):
 
 # per-token coefficient of each row (every token of a row weighs the same), keep vs mask:
 # token: 1 / sum L over the kept rows; sequence: 1 / (G L_i), the cut row's 1/G simply gone;
-# balanced: each sign's mass M_s / G over the sign's tokens, so masking the cut wrong answer
-# moves the whole negative mass onto the other wrong answer (1/16 -> 1/4 per token).
+# balanced: each sign's mass M_s / G over the sign's tokens; a masked answer has no tokens and
+# no mass (docs/method.md §7, choice 6), so the other wrong answer keeps sequence's 1/8.
 EXPECTED = {
     ("token", "keep"): (1 / 13, 1 / 13, 1 / 13, 1 / 13),
     ("token", "mask"): (1 / 7, 1 / 7, 1 / 7, 0.0),
     ("sequence", "keep"): (1 / 12, 1 / 8, 1 / 8, 1 / 24),
     ("sequence", "mask"): (1 / 12, 1 / 8, 1 / 8, 0.0),
     ("balanced", "keep"): (1 / 10, 1 / 10, 1 / 16, 1 / 16),
-    ("balanced", "mask"): (1 / 10, 1 / 10, 1 / 4, 0.0),
+    ("balanced", "mask"): (1 / 10, 1 / 10, 1 / 8, 0.0),
 }
 
 
