@@ -4,6 +4,7 @@ family in which only the length gap changes (docs/regime-design.md).
     python -m grpo_ba_lab.analysis.regime_pilot --out runs/regime-pilot              # every world
     python -m grpo_ba_lab.analysis.regime_pilot --out runs/regime-pilot --worlds gap-0 gap-30
     python -m grpo_ba_lab.analysis.regime_pilot --out runs/regime-pilot --report-only
+    python -m grpo_ba_lab.analysis.regime_pilot round2 --out runs/regime-pilot-2   # round 2
 
 Every world is strong-band's (a `~` ramble after a slip, the environment forcing half of the
 responses to start with a slip, responses capped at 48 tokens, a band warm-up, 30 GRPO steps at
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from grpo_ba_support.args import RULES
 from grpo_ba_lab.analysis import coupling_pilot, paired_stats
+from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_lab.analysis.stability_probe import study_main
 
 PILOT_SEEDS = (1300, 1301)      # exploratory: no design uses them
@@ -96,12 +98,18 @@ def choose_levels(found: dict, seeds: int = len(PILOT_SEEDS)) -> dict:
         level = level_of(world_summary(found, world), seeds)
         if level:
             meeting.setdefault(level, []).append(world)
+    return pick(meeting, lambda w: world_summary(found, w)["share_run"])
+
+
+def pick(meeting: dict, share_of) -> dict:
+    """{level: world} from {level: [worlds meeting it]}: `none` the smallest gap, `strong`
+    the largest, `weak` the world whose share_of(world) is nearest WEAK_TARGET."""
     gap = lambda w: int(w.split("-")[1])                       # noqa: E731
     chosen = {}
     if meeting.get("none"):
         chosen["none"] = min(meeting["none"], key=gap)
     if meeting.get("weak"):
-        chosen["weak"] = min(meeting["weak"], key=lambda w: abs(world_summary(found, w)["share_run"] - WEAK_TARGET))
+        chosen["weak"] = min(meeting["weak"], key=lambda w: abs(share_of(w) - WEAK_TARGET))
     if meeting.get("strong"):
         chosen["strong"] = max(meeting["strong"], key=gap)
     return chosen
@@ -119,10 +127,11 @@ def report_text(found: dict) -> str:
         level = "(variance axis, not a level)" if world == VARIANCE_WORLD else (level_of(s, len(PILOT_SEEDS)) or "none met")
         lines.append(f"| {world} | {s['seeds']} | {s['ratio0']:.2f} | {s['share_run']:.3f} | "
                      f"{'; '.join(s['drops']) or 'none'} | {level} |")
-    chosen = choose_levels(found)
-    lines += ["", "Levels chosen by choose_levels: " + (", ".join(f"{k} = {v}" for k, v in chosen.items())
-                                                         or "none")]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", levels_line("choose_levels", choose_levels(found))]) + "\n"
+
+
+def levels_line(rule: str, chosen: dict) -> str:
+    return f"Levels chosen by {rule}: " + (", ".join(f"{k} = {v}" for k, v in chosen.items()) or "none")
 
 
 def report(out: str, log=print) -> str:
@@ -130,7 +139,130 @@ def report(out: str, log=print) -> str:
     return coupling_pilot.report(out, log, report_text)
 
 
+# ------------------------------------------------------------------ round 2
+# Round 1's rule found no strong level: its ratio read one step-0 batch of 128 responses per
+# seed, and one seed's batch had long right answers. Round 2 was written after round 1's report
+# was seen and committed before any round-2 run (docs/regime-design.md). It changes how the
+# ratio is measured, never the thresholds in LEVELS: on new seeds, every candidate world, token
+# alone (its share and stability are what the criteria read; no other rule is trained), and the
+# ratio pooled over STEP0_BATCHES step-0 batches per seed (what steps 0-3 sample before any
+# update; toy_consequences.step0_batches): mean wrong length / mean right length over all of
+# them. A candidate also needs token to fall no more than MAX_DROP on every seed.
+ROUND2_SEEDS = (1302, 1303, 1304, 1305)     # exploratory: no design uses them
+ROUND2_WORLDS = tuple(f"gap-{g}" for g in GAPS)
+STEP0_BATCHES = 4
+STEP0_FILE = "step0.json"                   # per (world, seed): the pooled batches' lengths and rewards
+
+
+def round2_command(world: str, seed: int, out: str, threads: int) -> list[str]:
+    """Round 2's command line of one (world, seed): token alone, in the folder `token` that
+    round 1's three-rule command would give it, otherwise round 1's."""
+    import os
+    argv = command(world, seed, out, threads)
+    argv[argv.index("--aggregator") + 1] = "token"
+    argv[argv.index("--output-dir") + 1] = os.path.join(coupling_pilot.run_folder(out, world, seed), "token")
+    return argv
+
+
+def run_round2(out: str, worlds, seeds, threads: int = 1, cache_dir: str = "", log=print):
+    """Trains token for every (world, seed), then samples its STEP0_BATCHES step-0 batches from
+    the same (cached) warm-up into STEP0_FILE; what is finished is skipped."""
+    import json
+    import os
+
+    from grpo_ba_lab import lab_args
+    from grpo_ba_lab.analysis.toy_consequences import step0_batches
+    from grpo_ba_lab.train import main as train_main
+    for world in worlds:
+        for seed in seeds:
+            argv = round2_command(world, seed, out, threads) + (["--cache-dir", cache_dir] if cache_dir else [])
+            path = os.path.join(coupling_pilot.run_folder(out, world, seed), STEP0_FILE)
+            if os.path.exists(path):                # written last: the unit is finished
+                continue
+            log(f"{world}, seed {seed}: python -m grpo_ba_lab.train {' '.join(argv)}")
+            if train_main(argv):
+                raise SystemExit(f"{world}, seed {seed}: the token run failed")
+            lengths, rewards = step0_batches(lab_args.parse_args(argv), STEP0_BATCHES)
+            grpo_ba_run.write_atomic(path, json.dumps({"batches": STEP0_BATCHES, "lengths": lengths,
+                                                       "rewards": rewards}))
+
+
+def collect_round2(out: str) -> dict:
+    """{(world, seed): (token's metrics, step0.json)} of round 2's finished units."""
+    import json
+    import os
+    found = {}
+    for (world, seed), runs in coupling_pilot.collect(out).items():
+        path = os.path.join(coupling_pilot.run_folder(out, world, seed), STEP0_FILE)
+        if "token" in runs and os.path.exists(path):
+            with open(path) as f:
+                found[(world, seed)] = (runs["token"], json.load(f))
+    return found
+
+
+def round2_summary(found: dict, world: str) -> dict | None:
+    """A world's round-2 numbers: seeds, the pooled step-0 ratio, the mean over seeds of
+    token's run-mean share, token's falls above MAX_DROP; None when no seed finished."""
+    units = [unit for (w, _), unit in sorted(found.items()) if w == world]
+    if not units:
+        return None
+    lengths = [x for _, step0 in units for x in step0["lengths"]]
+    rewards = [r for _, step0 in units for r in step0["rewards"]]
+    right = [x for x, r in zip(lengths, rewards) if r > 0.5]
+    wrong = [x for x, r in zip(lengths, rewards) if r <= 0.5]
+    summaries = [coupling_pilot.run_summary(metrics) for metrics, _ in units]
+    return {"seeds": len(units), "responses": len(lengths),
+            "len_right": sum(right) / len(right), "len_wrong": sum(wrong) / len(wrong),
+            "ratio0": (sum(wrong) / len(wrong)) / (sum(right) / len(right)),
+            "share_run": paired_stats.mean_finite(s["share_run"] for s in summaries),
+            "drops": [f"token fell {s['drop']:.3f}" for s in summaries if s["drop"] > coupling_pilot.MAX_DROP]}
+
+
+def choose_levels_round2(found: dict, seeds: int = len(ROUND2_SEEDS)) -> dict:
+    """{level: world} by LEVELS on round 2's summaries, chosen as choose_levels chooses."""
+    meeting = {}
+    for world in ROUND2_WORLDS:
+        level = level_of(round2_summary(found, world), seeds)
+        if level:
+            meeting.setdefault(level, []).append(world)
+    return pick(meeting, lambda w: round2_summary(found, w)["share_run"])
+
+
+def round2_report_text(found: dict) -> str:
+    lines = ["Round 2 (token alone; step-0 ratio pooled over "
+             f"{STEP0_BATCHES} batches per seed; criteria: regime_pilot.LEVELS):", "",
+             "| world | seed | step-0 acc | run-mean token share | last acc | drop |", "|---|---|---|---|---|---|"]
+    for (world, seed), (metrics, _) in sorted(found.items()):
+        s = coupling_pilot.run_summary(metrics)
+        lines.append(f"| {world} | {seed} | {s['acc0']:.3f} | {s['share_run']:.3f} | {s['last']:.3f} | {s['drop']:.3f} |")
+    lines += ["", "| world | seeds | responses | step-0 right / wrong length | step-0 wrong/right (pooled) "
+              "| token's run-mean share | drops > 0.1 | level |", "|---|---|---|---|---|---|---|---|"]
+    summaries = {world: round2_summary(found, world) for world in ROUND2_WORLDS}
+    lines += [f"| {world} | {s['seeds']} | {s['responses']} | {s['len_right']:.1f} / {s['len_wrong']:.1f} "
+              f"| {s['ratio0']:.2f} | {s['share_run']:.3f} | {'; '.join(s['drops']) or 'none'} "
+              f"| {level_of(s, len(ROUND2_SEEDS)) or 'none met'} |" for world, s in summaries.items() if s]
+    return "\n".join(lines + ["", levels_line("choose_levels_round2", choose_levels_round2(found))]) + "\n"
+
+
+def report_round2(out: str, log=print) -> str:
+    """pilot-round2.md from round 2's finished units under `out`."""
+    import os
+    found = collect_round2(out)
+    if not found:
+        raise ValueError(f"no finished round-2 units under {out!r}")
+    text = round2_report_text(found)
+    path = os.path.join(out, "pilot-round2.md")
+    grpo_ba_run.write_atomic(path, text)
+    log(text + f"wrote {path}")
+    return text
+
+
 def main(argv=None) -> int:
+    import sys
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["round2"]:                   # python -m ...regime_pilot round2 --out DIR
+        return study_main(argv[1:], "python -m grpo_ba_lab.analysis.regime_pilot round2", __doc__, "worlds",
+                          {w: WORLDS[w] for w in ROUND2_WORLDS}, ROUND2_SEEDS, run_round2, report_round2)
     return study_main(argv, "python -m grpo_ba_lab.analysis.regime_pilot", __doc__, "worlds",
                       WORLDS, PILOT_SEEDS, run_pilot, report)
 

@@ -45,29 +45,44 @@ def step0_statistics(name: str, cache_dir: str, seed: int = 0, batches: int = 4,
     `batches` batches of P * G sampled responses (forced prefixes included) from the
     warmed-up policy, and greedy accuracy on the first `eval_prompts` held-out prompts.
     `shipped`: (file, sha256) of a warm-up file to start from instead of the design's own."""
-    import random
-
     import torch
 
     import grpo_ba
-    from grpo_ba_lab.plumbing import lm_setup
     from toy_tasks import length_stats
     args = design_args(name, seed=seed, eval_prompts=eval_prompts, cache_dir=cache_dir)
-    if shipped:
-        policy, tokenizer = lm_setup.load_warmup_file(*shipped)
-        task = lm_setup.toy_task(args, tokenizer)
-    else:
-        policy, tokenizer, task = lm_setup.build(args, lambda *a: None, grpo_ba.greedy_accuracy)
-    lengths, rewards = [], []
-    for b in range(batches):                       # what steps 0..batches-1 of a run sample, before any update
-        step_seed = grpo_ba_run.seed_step(seed, b)
-        batch, batch_rewards, _ = grpo_ba.sample_groups(policy, tokenizer, task, grpo_ba.step_rows(task, step_seed, args),
-                                                        random.Random(step_seed), args)
-        lengths.append(batch.response_mask.sum(1))
-        rewards.append(batch_rewards)
-    lengths, rewards = torch.cat(lengths), torch.cat(rewards)
+    policy, tokenizer, task = step0_policy(args, shipped)
+    lengths, rewards = (torch.tensor(x) for x in step0_batches(args, batches, (policy, tokenizer, task)))
     accuracy = grpo_ba.evaluate(policy, tokenizer, task, task.heldout[:eval_prompts], args)
     return {**length_stats(lengths, rewards), "reward": rewards.float().mean().item(), "accuracy": accuracy}
+
+
+def step0_policy(args, shipped: tuple[str, str] | None = None):
+    """(policy, tokenizer, task) a run of `args` starts from: the shipped warm-up file, or
+    the run's own (cached) warm-up."""
+    import grpo_ba
+    from grpo_ba_lab.plumbing import lm_setup
+    if shipped:
+        policy, tokenizer = lm_setup.load_warmup_file(*shipped)
+        return policy, tokenizer, lm_setup.toy_task(args, tokenizer)
+    return lm_setup.build(args, lambda *a: None, grpo_ba.greedy_accuracy)
+
+
+def step0_batches(args, batches: int, start=None) -> tuple[list[int], list[float]]:
+    """(lengths, rewards) of the `batches` batches of P * G responses that steps 0..batches-1
+    of a run of `args` would sample from its start, before any update (forced prefixes
+    included). `start`: (policy, tokenizer, task), else step0_policy(args)."""
+    import random
+
+    import grpo_ba
+    policy, tokenizer, task = start or step0_policy(args)
+    lengths, rewards = [], []
+    for b in range(batches):
+        step_seed = grpo_ba_run.seed_step(args.seed, b)
+        batch, batch_rewards, _ = grpo_ba.sample_groups(policy, tokenizer, task, grpo_ba.step_rows(task, step_seed, args),
+                                                        random.Random(step_seed), args)
+        lengths += batch.response_mask.sum(1).tolist()
+        rewards += batch_rewards.float().tolist()
+    return lengths, rewards
 
 
 # ------------------------------------------------------------------ a design's units

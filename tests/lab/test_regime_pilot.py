@@ -97,3 +97,47 @@ def test_the_committed_pilot_report_redraws_from_its_runs_archive(tmp_path):
         committed = f.read()
     assert rp.report(str(tmp_path), log=lambda *a: None) == committed
     assert "Levels chosen by choose_levels: none = gap-0, weak = gap-6\n" in committed
+
+
+# ------------------------------------------------------------------ round 2
+
+def test_round_two_trains_token_alone_in_round_ones_world_family():
+    for world in rp.ROUND2_WORLDS:
+        one, two = (vars(parse_args(f(world, 1302, "/tmp/p", 1))) for f in (rp.command, rp.round2_command))
+        differing = {k for k in one if one[k] != two[k]}
+        assert differing == {"aggregator", "output_dir"}
+        assert two["aggregator"] == "token" and two["output_dir"] == f"/tmp/p/{world}-s1302/token"
+    used = {seed for name in designs.DESIGNS for seed, _ in designs.registered_seeds(name)}
+    assert not set(rp.ROUND2_SEEDS) & (used | set(rp.PILOT_SEEDS))
+
+
+def _unit(share, right, wrong, n_right, n_wrong, accuracies=(0.5, 0.6, 0.65, 0.7)):
+    step0 = {"batches": 4, "lengths": [right] * n_right + [wrong] * n_wrong,
+             "rewards": [1.0] * n_right + [0.0] * n_wrong}
+    return _metrics(accuracies, share, 7.0, 7.0), step0
+
+
+def test_round_two_pools_the_step0_lengths_over_seeds_and_batches_before_dividing():
+    # seed 1302: 10 right of length 6, 10 wrong of 30; seed 1303: 30 right of 14, 10 wrong of 20
+    found = {("gap-30", 1302): _unit(0.3, 6, 30, 10, 10), ("gap-30", 1303): _unit(0.3, 14, 20, 30, 10)}
+    s = rp.round2_summary(found, "gap-30")
+    assert s["len_right"] == (60 + 420) / 40 and s["len_wrong"] == (300 + 200) / 20
+    assert abs(s["ratio0"] - 25.0 / 12.0) < 1e-12          # a mean of per-seed ratios would be 3.21
+    assert s["responses"] == 60 and s["seeds"] == 2
+
+
+def test_round_two_picks_levels_by_the_same_thresholds_and_token_falling_removes_a_candidate():
+    seeds = rp.ROUND2_SEEDS
+    found = {}
+    for world, (share, right, wrong) in {"gap-0": (0.52, 6, 5), "gap-6": (0.43, 6, 10),
+                                         "gap-12": (0.38, 6, 13), "gap-30": (0.31, 6, 20)}.items():
+        for seed in seeds:
+            found[(world, seed)] = _unit(share, right, wrong, 20, 20)
+    assert rp.choose_levels_round2(found) == {"none": "gap-0", "weak": "gap-6", "strong": "gap-30"}
+    found[("gap-30", seeds[0])] = _unit(0.31, 6, 20, 20, 20, accuracies=(0.5, 0.8, 0.7, 0.6))
+    assert rp.choose_levels_round2(found) == {"none": "gap-0", "weak": "gap-6"}
+    del found[("gap-0", seeds[1])]
+    assert rp.choose_levels_round2(found) == {"weak": "gap-6"}
+    text = rp.round2_report_text(found)
+    assert "| gap-30 | 4 | 160 | 6.0 / 20.0 | 3.33 | 0.310 | token fell 0.200 | none met |" in text
+    assert "| gap-0 | 3 | 120 | 6.0 / 5.0 | 0.83 | 0.520 | none | none met |" in text
