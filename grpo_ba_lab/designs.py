@@ -92,9 +92,9 @@ DESIGNS.update(LAB_DESIGNS)
 
 # The regime design's levels (docs/regime-design.md): strong-band's world and run with held-out
 # evaluations every 10 steps, at three levels of the length gap chosen by the exploratory pilot
-# (grpo_ba_lab/analysis/regime_pilot.py), the same seeds at every level on both variants. Planned,
-# not registered: the commit that registers them (registrations/regime-v3.md) adds them to
-# DESIGNS, before any of their runs.
+# (grpo_ba_lab/analysis/regime_pilot.py, round 2), the same seeds at every level on both
+# variants. Registered (registrations/regime-v3.md) by the commit that adds them to DESIGNS,
+# before any of their runs.
 REGIME_DESIGNS = {REGIME_LEVELS[level]: dict(flags=dict(**{**STRONG_WORLD, "gap_size": gap}, lr=1e-4,
                                                         steps=30, eval_every=10, eval_prompts=729,
                                                         **OWN_WARMUP, warmup_band_low=BAND[0],
@@ -102,6 +102,7 @@ REGIME_DESIGNS = {REGIME_LEVELS[level]: dict(flags=dict(**{**STRONG_WORLD, "gap_
                                              seeds={variant: REGIME_SEEDS for variant in REGIME_VARIANTS},
                                              version=3, lab=True)
                   for level, gap in REGIME_GAPS.items()}
+DESIGNS.update(REGIME_DESIGNS)                # registered: registrations/regime-v3.md
 
 
 def registered_seeds(name: str) -> list[tuple[int, str]]:

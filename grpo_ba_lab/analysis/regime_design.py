@@ -1,7 +1,7 @@
-"""grpo_ba_lab/analysis/regime_design.py -- the regime design (planned, docs/regime-design.md): which
-rule wins depends on the length gap, in one world family whose levels differ in the gap alone.
-Not registered yet: its level designs (designs.REGIME_DESIGNS) join DESIGNS in the commit that
-registers them, and `run` and `report` need that.
+"""grpo_ba_lab/analysis/regime_design.py -- the regime design (registrations/regime-v3.md,
+docs/regime-design.md): which rule wins depends on the length gap, in one world family whose
+levels differ in the gap alone. Its level designs (designs.REGIME_DESIGNS) joined DESIGNS in
+the commit that registered them.
 
     python -m grpo_ba_lab.analysis.regime_design run --variant native-1t --output-dir RUNS
     python -m grpo_ba_lab.analysis.regime_design run --variant default-1t --output-dir RUNS
@@ -51,7 +51,7 @@ REGISTRATION = "registrations/regime-v3.md"
 # The registered manipulation check per level (token's weight share on right answers, mean
 # over each token run's steps, then over token's runs): a level outside its range makes no
 # accuracy verdict, and a primary that reads it makes none either.
-SHARE_CHECK = {"none": (0.45, 1.0), "weak": (0.38, 0.48), "strong": (0.0, 0.40)}
+SHARE_CHECK = {"none": (0.45, 1.0), "weak": (0.38, 0.49), "strong": (0.0, 0.40)}
 
 for _level, _name in LEVELS.items():      # each registered level: a design the lab's report checks
     if _name not in designs.DESIGNS:

@@ -141,3 +141,16 @@ def test_round_two_picks_levels_by_the_same_thresholds_and_token_falling_removes
     text = rp.round2_report_text(found)
     assert "| gap-30 | 4 | 160 | 6.0 / 20.0 | 3.33 | 0.310 | token fell 0.200 | none met |" in text
     assert "| gap-0 | 3 | 120 | 6.0 / 5.0 | 0.83 | 0.520 | none | none met |" in text
+
+
+def test_the_committed_round_two_report_redraws_from_its_runs_archive(tmp_path):
+    import tarfile
+    with tarfile.open(os.path.join(designs.REPO, "assets", "regime-pilot-2", "runs.tar.gz")) as tar:
+        tar.extractall(tmp_path, filter="data")
+    with open(os.path.join(designs.REPO, "assets", "regime-pilot-2", "pilot-round2.md")) as f:
+        committed = f.read()
+    assert rp.report_round2(str(tmp_path), log=lambda *a: None) == committed
+    assert committed.endswith("Levels chosen by choose_levels_round2: none = gap-0, weak = gap-6, strong = gap-30\n")
+    # the levels registered are the ones round 2 chose
+    assert {level: f"gap-{gap}" for level, gap in designs.REGIME_GAPS.items()} == rp.choose_levels_round2(
+        rp.collect_round2(str(tmp_path)))
