@@ -127,14 +127,15 @@ def report_text(found: dict) -> str:
     return "\n".join(lines + verdicts) + "\n"
 
 
-def report(out: str, log=print, text_of=None) -> str:
-    """pilot.md from the finished runs under `out` (`text_of(found)`: another pilot's table)."""
+def report(out: str, log=print, text_of=None, name: str = "pilot.md") -> str:
+    """OUT/name (pilot.md) from the finished runs under `out` (`text_of(found)`: another
+    study's table)."""
     found = collect(out)
     if not found:
         raise ValueError(f"no finished pilot runs under {out!r}")
     text = (text_of or report_text)(found)
-    grpo_ba_run.write_atomic(os.path.join(out, "pilot.md"), text)
-    log(text + f"wrote {os.path.join(out, 'pilot.md')}")
+    grpo_ba_run.write_atomic(os.path.join(out, name), text)
+    log(text + f"wrote {os.path.join(out, name)}")
     return text
 
 

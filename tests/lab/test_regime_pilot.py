@@ -1,6 +1,5 @@
 """The regime pilot's worlds and criteria (grpo_ba_lab/analysis/regime_pilot.py), on hand-made
 metrics, and the sweep's subprocesses finding the repository from anywhere."""
-import json
 import os
 import subprocess
 import sys
@@ -9,6 +8,7 @@ from grpo_ba_lab import designs
 from grpo_ba_lab.analysis import regime_pilot as rp
 from grpo_ba_lab.analysis import sweep
 from grpo_ba_lab.lab_args import check_args, parse_args
+from fake_runs import write_units
 
 
 def test_the_pilot_worlds_differ_in_the_gap_alone_and_share_strong_bands_run():
@@ -66,12 +66,7 @@ def test_a_falling_rule_or_a_missing_seed_removes_a_candidate():
 
 
 def test_the_report_names_each_worlds_level_from_the_runs_on_disk(tmp_path):
-    for (world, seed), runs in _found({"gap-0": (0.49, 1.0), "spread-30": (0.48, 1.1)}).items():
-        for rule, metrics in runs.items():
-            run = tmp_path / f"{world}-s{seed}" / rule
-            run.mkdir(parents=True)
-            (run / "args.json").write_text(json.dumps({"aggregator": rule, "seed": seed, "steps": 30}))
-            (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    write_units(tmp_path, _found({"gap-0": (0.49, 1.0), "spread-30": (0.48, 1.1)}))
     text = rp.report(str(tmp_path), log=lambda *a: None)
     assert "| gap-0 | 2 | 1.00 | 0.490 | none | none |" in text
     assert "| spread-30 | 2 | 1.10 | 0.480 | none | (variance axis, not a level) |" in text
