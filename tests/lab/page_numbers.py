@@ -53,7 +53,7 @@ TOKEN = re.compile(r"(?P<word>\bnot\s+detected\b|\bcontradict(?:ed|s)?\b|\bholds
 ANCHOR = re.compile(r"<!--\s*check(?P<table>-table)?:(?P<body>.*?)-->", re.S)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 COMMAND_LINE = re.compile(r"^ {4,}(?:python|nice|--|\S+ --)", re.M)
-KEY_HEADERS = {"seed", "variant", "pair", "metric", "rule", "regime", "setting", "label", "world"}
+KEY_HEADERS = {"seed", "variant", "pair", "metric", "rule", "regime", "setting", "label", "world", "row", "level"}
 
 
 def _normal_word(word: str) -> str:
@@ -109,7 +109,11 @@ def parse_report(text: str) -> dict:
             header = [_header_name(c) for c in cells]
             continue
         n_keys = next((i for i, h in enumerate(header) if h not in KEY_HEADERS or h == "label"), len(header))
-        rows[" / ".join(cells[:n_keys])] = dict(zip(header, cells))
+        key = " / ".join(cells[:n_keys])
+        n = 1
+        while key + (f" #{n}" if n > 1 else "") in rows:    # a key's later tables: "none #2", "none #3"
+            n += 1
+        rows[key + (f" #{n}" if n > 1 else "")] = dict(zip(header, cells))
     return rows
 
 
