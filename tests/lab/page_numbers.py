@@ -163,13 +163,15 @@ def unregistered_against_zero(row: dict) -> str:
 
 
 def earlier_value(verdict_cell: str) -> str:
-    """'contradicted: X' when the cell's second statement (not its verdict) says the pooled
-    interval excludes an earlier value X ("Not a verdict: the pooled interval excludes ... value
-    X"; reports before 2026-12-03: "contradicts ... X (it lies outside the interval)"), else ''."""
+    """'outside the interval: X' when the cell's second statement (not its verdict) says the
+    pooled interval excludes an earlier value X ("Not a verdict: the pooled interval excludes
+    ... value X"; reports before 2026-12-03: "contradicts ... X (it lies outside the
+    interval)"), else ''. A page says it without a verdict word: the excluded value is a
+    description, never a verdict."""
     earlier = re.search(r"interval excludes .*?value ([+-]\d+\.\d+)", verdict_cell)
     if not earlier and "outside" in verdict_cell:
         earlier = re.search(r"(?:the earlier|value) ([+-]\d+\.\d+)", verdict_cell)
-    return f"contradicted: {earlier.group(1)}" if earlier else ""
+    return f"outside the interval: {earlier.group(1)}" if earlier else ""
 
 
 _REPORTS: dict = {}
