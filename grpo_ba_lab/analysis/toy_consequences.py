@@ -456,6 +456,11 @@ REGISTRATIONS = {
                         earlier_note=" (design demo-band, a different world: both can be true)",
                         manipulation=dict(rule="token", key="pos_share", most=0.40)),
 }
+# The regime design's levels (registrations/regime-v3.md): one design whose three primaries read
+# several levels (grpo_ba_lab/analysis/regime_design.py judges them), so no level has its own.
+for _name in designs.REGIME_LEVELS.values():
+    REGISTRATIONS[_name] = dict(version=3, primaries=(), post_hoc=(), earlier={}, time_limited=True,
+                                file="registrations/regime-v3.md", earlier_name="the earlier value")
 # Whose earlier values a design's rows may exclude: this project's own, never the paper's.
 for _registration in REGISTRATIONS.values():
     _registration.setdefault("earlier_name", "this project's version-1 toy value")
