@@ -42,7 +42,8 @@ from dataclasses import dataclass
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stability-probe/probe.md",
            "strong": "assets/strong-band-v3/consequences.md", "pilot": "assets/strong-coupling-pilot/pilot.md",
-           "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md"}
+           "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md",
+           "regime": "assets/regime-v3/regime.md"}
 
 # a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
 # strings (2.13.0), model names (Qwen2.5) and ranges' second ends (0.97-0.99) are not signed.
@@ -556,7 +557,7 @@ RELATION_WORDS = re.compile(
     r"because|changes?|changed|changing|drives?|drove|driven|driving|leads?\s+to|led\s+to|due\s+to|"
     r"explains?|explained|results?\s+in|turns?\s+into)\b", re.I)
 REGISTERED_COMPARISONS: set = set()
-SOURCE_DESIGNS = {"band": "demo-band", "strong": "strong-band"}      # a report's design
+SOURCE_DESIGNS = {"band": "demo-band", "strong": "strong-band", "regime": "regime-v3"}   # a report's design
 # "would have been seen" names the power it was computed at, in the same sentence
 SEEN = re.compile(r"would\s+have\s+been\s+seen")
 AT_POWER = re.compile(r"would\s+have\s+been\s+seen\s+at\s+80%\s+power")

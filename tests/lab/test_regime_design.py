@@ -106,3 +106,25 @@ def test_the_figure_draws_each_pairs_pooled_mean_and_interval_at_each_level(tmp_
         assert [round(x) for x in line.get_xdata()] == list(range(len(rd.LEVELS)))
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert [lab.split("\n")[0] for lab in labels] == list(rd.LEVELS)
+
+
+def test_the_committed_regime_report_and_figure_redraw_from_the_runs_archive(tmp_path):
+    """assets/regime-v3: regime.md redrawn byte for byte from runs.tar.gz (every run checked
+    against its level's registered settings, machine and provenance by design_runs), and the
+    figure's drawn points are the report's pooled rows."""
+    import os
+    import tarfile
+    assets = os.path.join(designs.REPO, "assets", "regime-v3")
+    with tarfile.open(os.path.join(assets, "runs.tar.gz")) as tar:
+        tar.extractall(tmp_path, filter="data")
+    with open(os.path.join(assets, "regime.md")) as f:
+        committed = f.read()
+    assert rd.report(str(tmp_path), str(tmp_path / "out"), log=lambda *a: None) == committed
+    runs, kept = rd.load_design(str(tmp_path))
+    assert kept == list(designs.REGIME_SEEDS[:len(kept)]) and f"{len(kept)} of its 24 registered seeds" in committed
+    for pair, pts in rd.figure_points(runs).items():
+        a, b = pair.split(" - ")
+        for level, mean, low, high in pts:
+            row = f"| {a} - {b} at {level}, last held-out acc | secondary | {len(kept)} | {mean:+.3f} [{low:+.3f}, {high:+.3f}] |"
+            other = f"| {pair} at {level}, last held-out acc | primary | {len(kept)} | {mean:+.3f} [{low:+.3f}, {high:+.3f}] |"
+            assert row in committed or other in committed, (pair, level)
