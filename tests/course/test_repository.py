@@ -64,7 +64,7 @@ def test_the_patterns_catch_what_they_are_for():
 
 # ------------------------------------------------------------------ one page, a layout by role
 
-README_MAX_LINES = 140          # 120 before issue 51 (the world told, both biases read, the seed choice)
+README_MAX_LINES = 150          # 120 before issue 51 (the world told, both biases read, the seed choice); 140 before issue 52 (the regime figure)
 TOP_LEVEL_MODULES_MAX = 4
 TOP_LEVEL_ENTRIES_MAX = 18
 CARD = ("grpo_ba.py", "verifier.py", "toy_tasks", "tests", "requirements.txt", "README.md")

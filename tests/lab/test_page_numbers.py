@@ -13,6 +13,7 @@ ANCHORED = {
     "docs/stability-probe.md": None,
     "docs/toy-designs.md": "## Version 3: design `demo-band`",
     "docs/strong-coupling.md": None,
+    "docs/regime-design.md": "## The registered design's result",
 }
 
 README_TOY = ("README.md", "## What the toy shows")
