@@ -84,12 +84,17 @@ def test_a_sweep_started_outside_the_repository_gives_its_runs_the_repository_ro
     assert os.path.dirname(done.stdout.strip()) == sweep.REPO
 
 
-def test_the_committed_pilot_report_redraws_from_its_runs_archive(tmp_path):
+def _committed(tmp_path, folder: str, report: str) -> str:
+    """The committed report assets/FOLDER/REPORT, its runs archive unpacked into tmp_path."""
     import tarfile
-    with tarfile.open(os.path.join(designs.REPO, "assets", "regime-pilot", "runs.tar.gz")) as tar:
+    with tarfile.open(os.path.join(designs.REPO, "assets", folder, "runs.tar.gz")) as tar:
         tar.extractall(tmp_path, filter="data")
-    with open(os.path.join(designs.REPO, "assets", "regime-pilot", "pilot.md")) as f:
-        committed = f.read()
+    with open(os.path.join(designs.REPO, "assets", folder, report)) as f:
+        return f.read()
+
+
+def test_the_committed_pilot_report_redraws_from_its_runs_archive(tmp_path):
+    committed = _committed(tmp_path, "regime-pilot", "pilot.md")
     assert rp.report(str(tmp_path), log=lambda *a: None) == committed
     assert "Levels chosen by choose_levels: none = gap-0, weak = gap-6\n" in committed
 
@@ -139,11 +144,7 @@ def test_round_two_picks_levels_by_the_same_thresholds_and_token_falling_removes
 
 
 def test_the_committed_round_two_report_redraws_from_its_runs_archive(tmp_path):
-    import tarfile
-    with tarfile.open(os.path.join(designs.REPO, "assets", "regime-pilot-2", "runs.tar.gz")) as tar:
-        tar.extractall(tmp_path, filter="data")
-    with open(os.path.join(designs.REPO, "assets", "regime-pilot-2", "pilot-round2.md")) as f:
-        committed = f.read()
+    committed = _committed(tmp_path, "regime-pilot-2", "pilot-round2.md")
     assert rp.report_round2(str(tmp_path), log=lambda *a: None) == committed
     assert committed.endswith("Levels chosen by choose_levels_round2: none = gap-0, weak = gap-6, strong = gap-30\n")
     # the levels registered are the ones round 2 chose
