@@ -71,7 +71,7 @@ def test_every_number_of_the_probes_page_is_its_report_at_its_row_and_column():
         text = f.read()
     problems, exempt = pn.check_text(text, "docs/stability-probe.md")
     assert problems == []
-    assert len(exempt) <= 12                          # thresholds and flags, each named in its anchor
+    assert len(exempt) <= 14                          # thresholds and flags, each named in its anchor (+2: the long-horizon criteria)
 
 
 def resumed_runs(archive: str) -> list[str]:
