@@ -19,6 +19,10 @@ stability of every rule, never which rule is ahead.
 """
 from __future__ import annotations
 
+import json
+import os
+import sys
+
 from grpo_ba_support.args import RULES
 from grpo_ba_lab.analysis import coupling_pilot, paired_stats
 from grpo_ba_support import run as grpo_ba_run
@@ -157,7 +161,6 @@ STEP0_FILE = "step0.json"                   # per (world, seed): the pooled batc
 def round2_command(world: str, seed: int, out: str, threads: int) -> list[str]:
     """Round 2's command line of one (world, seed): token alone, in the folder `token` that
     round 1's three-rule command would give it, otherwise round 1's."""
-    import os
     argv = command(world, seed, out, threads)
     argv[argv.index("--aggregator") + 1] = "token"
     argv[argv.index("--output-dir") + 1] = os.path.join(coupling_pilot.run_folder(out, world, seed), "token")
@@ -167,8 +170,6 @@ def round2_command(world: str, seed: int, out: str, threads: int) -> list[str]:
 def run_round2(out: str, worlds, seeds, threads: int = 1, cache_dir: str = "", log=print):
     """Trains token for every (world, seed), then samples its STEP0_BATCHES step-0 batches from
     the same (cached) warm-up into STEP0_FILE; what is finished is skipped."""
-    import json
-    import os
 
     from grpo_ba_lab import lab_args
     from grpo_ba_lab.analysis.toy_consequences import step0_batches
@@ -189,8 +190,6 @@ def run_round2(out: str, worlds, seeds, threads: int = 1, cache_dir: str = "", l
 
 def collect_round2(out: str) -> dict:
     """{(world, seed): (token's metrics, step0.json)} of round 2's finished units."""
-    import json
-    import os
     found = {}
     for (world, seed), runs in coupling_pilot.collect(out).items():
         path = os.path.join(coupling_pilot.run_folder(out, world, seed), STEP0_FILE)
@@ -246,7 +245,6 @@ def round2_report_text(found: dict) -> str:
 
 def report_round2(out: str, log=print) -> str:
     """pilot-round2.md from round 2's finished units under `out`."""
-    import os
     found = collect_round2(out)
     if not found:
         raise ValueError(f"no finished round-2 units under {out!r}")
@@ -258,7 +256,6 @@ def report_round2(out: str, log=print) -> str:
 
 
 def main(argv=None) -> int:
-    import sys
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["round2"]:                   # python -m ...regime_pilot round2 --out DIR
         return study_main(argv[1:], "python -m grpo_ba_lab.analysis.regime_pilot round2", __doc__, "worlds",
