@@ -108,6 +108,28 @@ def move_on(units: dict, setting: str) -> tuple[dict, bool]:
     return counts, token[1] > 0 and 2 * token[0] >= token[1] and 4 * balanced[0] <= balanced[1]
 
 
+# Paired by seed, per setting (exploratory: intervals describe these seeds, they confirm
+# nothing): the rule's peak-to-last drop minus balanced's, and balanced's last accuracy minus
+# the rule's, each with the smallest true difference its seeds would detect at 80% power.
+PAIRED = (("drop", "peak - last", lambda s, b: s["drop"] - b["drop"], "{rule} - balanced"),
+          ("last", "last held-out acc", lambda s, b: b["last"] - s["last"], "balanced - {rule}"))
+
+
+def paired_lines(units: dict, setting: str) -> list[str]:
+    """Table rows of the paired differences of one setting (two or more seeds)."""
+    seeds = sorted(seed for s, seed in units if s == setting)
+    if len(seeds) < 2:
+        return []
+    rows = []
+    for rule in ("token", "sequence"):
+        for _, what, diff, name in PAIRED:
+            d = paired_stats.difference_summary([diff(units[(setting, seed)][rule], units[(setting, seed)]["balanced"])
+                                                 for seed in seeds])
+            rows.append(f"| {setting} | {name.format(rule=rule)}, {what} | {d['n']} | {d['mean']:+.3f} "
+                        f"[{d['low']:+.3f}, {d['high']:+.3f}] | {d['detectable']:.3f} |")
+    return rows
+
+
 def report_text(found: dict) -> str:
     units = summaries(found)
     lines = ["| setting | seed | rule | peak (step) | last | peak - last | balanced's last - last | collapsed |",
@@ -125,6 +147,11 @@ def report_text(found: dict) -> str:
         if counts["token"][1]:
             lines.append(f"- {setting} ({SETTINGS[setting][0]}): " + ", ".join(
                 f"{rule} {c}/{n}" for rule, (c, n) in counts.items()) + f"; move-on rule {'met' if met else 'not met'}")
+    paired = [row for setting in SETTINGS for row in paired_lines(units, setting)]
+    if paired:
+        lines += ["", "Paired by seed (exploratory; the last column is the smallest true difference these "
+                      "seeds would detect at 80% power):", "",
+                  "| setting | difference | seeds | mean [95% CI] | detectable |", "|---|---|---|---|---|", *paired]
     return "\n".join(lines) + "\n"
 
 

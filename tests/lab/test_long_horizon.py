@@ -83,3 +83,23 @@ def test_the_report_and_figure_draw_one_line_per_seed_from_the_runs_on_disk(tmp_
     x, y = lines["strong-long/token/1600"].get_data()
     assert list(x) == list(range(0, 201, 10)) and abs(y[10] - 0.8) < 1e-12 and abs(y[-1] - 0.6) < 1e-12
     assert [ax.get_title() for ax in fig.axes] == ["strong-long: token", "strong-long: sequence", "strong-long: balanced"]
+
+
+def test_the_paired_rows_are_seed_by_seed_differences_against_balanced_with_what_they_detect():
+    import statistics
+    falls = [_curve(0.8, 0.6), _curve(0.8, 0.7), _curve(0.8, 0.65), _curve(0.8, 0.8)]
+    keep = _curve(0.75, 0.75)
+    units = lh.summaries(_found(falls, [keep] * 4))
+    rows = lh.paired_lines(units, "strong-long")
+    drops = [0.2, 0.1, 0.15, 0.0]                        # token's drops; balanced's are 0
+    mean, sd = statistics.mean(drops), statistics.stdev(drops)
+    half = lh.paired_stats.t_critical(3) * sd / 2
+    detect = lh.paired_stats.detectable_difference(sd, 4)
+    assert rows[0] == (f"| strong-long | token - balanced, peak - last | 4 | {mean:+.3f} "
+                       f"[{mean - half:+.3f}, {mean + half:+.3f}] | {detect:.3f} |")
+    lasts = [0.75 - x for x in (0.6, 0.7, 0.65, 0.8)]     # balanced's last - token's last
+    assert rows[1].startswith(f"| strong-long | balanced - token, last held-out acc | 4 | {statistics.mean(lasts):+.3f} [")
+    assert rows[2].startswith("| strong-long | sequence - balanced, peak - last | 4 | +0.000 [")
+    assert lh.paired_lines(units, "strong-endless") == []
+    one = {k: v for k, v in units.items() if k[1] == 1600}
+    assert lh.paired_lines(one, "strong-long") == []     # one seed: no interval to draw
