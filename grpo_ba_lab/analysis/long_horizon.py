@@ -151,7 +151,7 @@ def report_text(found: dict) -> str:
     if paired:
         lines += ["", "Paired by seed (exploratory; the last column is the smallest true difference these "
                       "seeds would detect at 80% power):", "",
-                  "| setting | difference | seeds | mean [95% CI] | detectable |", "|---|---|---|---|---|", *paired]
+                  "| setting | pair | seeds | difference [95% interval] | detectable |", "|---|---|---|---|---|", *paired]
     return "\n".join(lines) + "\n"
 
 

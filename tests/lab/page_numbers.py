@@ -43,7 +43,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stability-probe/probe.md",
            "strong": "assets/strong-band-v3/consequences.md", "pilot": "assets/strong-coupling-pilot/pilot.md",
            "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md",
-           "regime": "assets/regime-v3/regime.md"}
+           "regime": "assets/regime-v3/regime.md", "long": "assets/long-horizon/long-horizon.md"}
 
 # a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
 # strings (2.13.0), model names (Qwen2.5) and ranges' second ends (0.97-0.99) are not signed.
@@ -96,7 +96,7 @@ def _header_name(header: str) -> str:
 def parse_report(text: str) -> dict:
     """{row key: {column: cell text}}: every table row (key: its leading key columns joined by
     ' / '), and the lines a report writes outside tables (step 0, the primaries' spread, the
-    probe's counts of falls)."""
+    probe's counts of falls, the long-horizon probe's counts of collapses)."""
     rows, header = {}, None
     for line in text.splitlines():
         if not line.startswith("|"):
@@ -132,6 +132,11 @@ def _parse_line(line: str, rows: dict):
     falls = re.match(r"- (\S+) \(.*\): token (\d+/\d+), sequence (\d+/\d+), balanced (\d+/\d+)$", line)
     if falls:
         rows[f"falls / {falls.group(1)}"] = dict(zip(("token", "sequence", "balanced"), falls.groups()[1:]))
+    collapses = re.match(r"- (\S+) \(.*\): token (\d+/\d+), sequence (\d+/\d+), balanced (\d+/\d+); "
+                         r"move-on rule (met|not met)$", line)
+    if collapses:                                              # the long-horizon probe's counts
+        rows[f"collapses / {collapses.group(1)}"] = dict(zip(("token", "sequence", "balanced", "move-on"),
+                                                             collapses.groups()[1:]))
 
 
 def against_zero(verdict_cell: str) -> str:

@@ -103,3 +103,17 @@ def test_the_paired_rows_are_seed_by_seed_differences_against_balanced_with_what
     assert lh.paired_lines(units, "strong-endless") == []
     one = {k: v for k, v in units.items() if k[1] == 1600}
     assert lh.paired_lines(one, "strong-long") == []     # one seed: no interval to draw
+
+
+def test_the_page_checker_reads_every_row_and_count_of_the_long_horizon_report():
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import page_numbers as pn
+    fall, keep = _curve(0.8, 0.6), _curve(0.75, 0.75)
+    rows = pn.parse_report(lh.report_text(_found([fall, keep, fall, keep], [keep] * 4)))
+    assert rows["strong-long / 1600 / token"]["peak (step)"] == "0.800 (100)"
+    assert rows["strong-long / 1600 / token"]["collapsed"] == "yes"
+    assert rows["collapses / strong-long"] == {"token": "2/4", "sequence": "0/4", "balanced": "0/4", "move-on": "met"}
+    assert rows["strong-long / token - balanced, peak - last"]["difference"].startswith("+0.100 [")
+    assert rows["strong-long / token - balanced, peak - last"]["seeds"] == "4"
