@@ -117,3 +117,40 @@ def test_the_page_checker_reads_every_row_and_count_of_the_long_horizon_report()
     assert rows["collapses / strong-long"] == {"token": "2/4", "sequence": "0/4", "balanced": "0/4", "move-on": "met"}
     assert rows["strong-long / token - balanced, peak - last"]["difference"].startswith("+0.100 [")
     assert rows["strong-long / token - balanced, peak - last"]["seeds"] == "4"
+
+
+def test_the_committed_long_horizon_report_and_figure_redraw_from_the_runs_archive(tmp_path):
+    """assets/long-horizon: long-horizon.md redrawn byte for byte from runs.tar.gz, every run
+    of the archive finished at 200 steps on the probe's seeds and settings with its flags, and
+    the figure draws each run's evaluations."""
+    import json
+    import os
+    import tarfile
+    assets = os.path.join(designs.REPO, "assets", "long-horizon")
+    with tarfile.open(os.path.join(assets, "runs.tar.gz")) as tar:
+        tar.extractall(tmp_path, filter="data")
+    with open(os.path.join(assets, "long-horizon.md")) as f:
+        committed = f.read()
+    assert lh.report(str(tmp_path), log=lambda *a: None) == committed
+    found = lh.coupling_pilot.collect(str(tmp_path))
+    assert {seed for _, seed in found} <= set(lh.SEEDS) and {s for s, _ in found} <= set(lh.SETTINGS)
+    assert sum(1 for s, _ in found if s == "strong-long") >= 4
+    commits = set()
+    for run_dir, args, metrics in lh.coupling_pilot.run_dirs.saved_runs(str(tmp_path)):
+        setting, _, seed = os.path.basename(os.path.dirname(run_dir)).rpartition("-s")
+        expected = vars(parse_args(lh.command(setting, int(seed), str(tmp_path), 1)))
+        for key in ("gap_size", "force_frac", "endless_slips", "steps", "eval_every", "lr", "warmup_steps",
+                    "eval_prompts", "warmup_band_low", "warmup_band_high", "seed", "threads"):
+            assert args[key] == expected[key], (run_dir, key)
+        with open(os.path.join(run_dir, "run.json")) as f:
+            starts = json.load(f)["starts"]
+        assert len(starts) == 1 and not starts[0]["provenance"]["git"]["dirty"], run_dir   # one clean start
+        commits.add(starts[0]["provenance"]["git"]["commit"])
+    assert len(commits) == 1                             # every run from the plan's one commit
+    fig = lh.figure(found, str(tmp_path / "again.png"))
+    drawn = {line.get_gid(): line.get_data() for ax in fig.axes for line in ax.get_lines() if line.get_gid()}
+    assert len(drawn) == 3 * len(found)
+    for (setting, seed), runs in found.items():
+        for rule, metrics in runs.items():
+            x, y = drawn[f"{setting}/{rule}/{seed}"]
+            assert (list(x), list(y)) == [list(v) for v in lh.paired_stats.evaluations(metrics)]
