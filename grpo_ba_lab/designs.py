@@ -41,6 +41,9 @@ REGIME_LEVELS = {"none": "regime-none", "weak": "regime-weak", "strong": "regime
 REGIME_GAPS = {"none": 0, "weak": 6, "strong": 30}
 REGIME_SEEDS = tuple(range(1400, 1424))
 REGIME_VARIANTS = BAND_VARIANTS
+# The long-horizon design (registrations/endless-band-v3.md): chosen by the exploratory
+# long-horizon probe (grpo_ba_lab/analysis/long_horizon.py), its seeds in run order
+ENDLESS_SEEDS = tuple(range(1700, 1724))
 
 
 def _seeds(first: int) -> dict:
@@ -85,6 +88,13 @@ LAB_DESIGNS = {
                                    eval_prompts=729, **OWN_WARMUP,
                                    warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
                         seeds={variant: STRONG_SEEDS for variant in BAND_VARIANTS}, version=3),
+    # The stability claim at a long horizon (registrations/endless-band-v3.md): strong-band's
+    # world, band and lr for 200 steps, evaluated every 10, and half of the warm-up corpus's
+    # slips never end (the probe's strong-endless setting, where its move-on rule was met).
+    "endless-band": dict(flags=dict(**STRONG_WORLD, lr=1e-4, steps=200, eval_every=10,
+                                    eval_prompts=729, endless_slips=0.5, **OWN_WARMUP,
+                                    warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
+                         seeds={variant: ENDLESS_SEEDS for variant in BAND_VARIANTS}, version=3),
 }
 for _d in LAB_DESIGNS.values():            # the course offers none of them
     _d["lab"] = True

@@ -36,6 +36,8 @@ class SweepOptions:
     variant: str = arg("", "with --design: only the seeds of this machine variant "
                            "(toy_tasks/designs.py; default: all)")
     figures_dir: str = arg("", "where figures and tables go (default: the runs directory)")
+    until: str = arg("", "with --design: no seed starts after this UTC time (YYYY-MM-DDTHH:MM), a "
+                         "registered time limit; the seed in progress finishes", section="the sweep")
 
 
 class Progress:
@@ -58,12 +60,12 @@ class Progress:
         self.seconds += time.time() - self.started
 
 
-def run_sweep(args, seeds: int = 5, log=print, variant: str = "") -> str:
+def run_sweep(args, seeds: int = 5, log=print, variant: str = "", until: float | None = None) -> str:
     """Both regimes x three rules x `seeds` seeds, one run after another, or with --design
     that design's registered seeds x three rules (only those of machine `variant` if given),
     a process each (run_design); returns the sweep's directory."""
     if args.design in designs.DESIGNS:            # each seed on its machine variant, a process each
-        return run_design(args, log, variant)
+        return run_design(args, log, variant, until)
     base = args.output_dir or "runs/sweep"
     plan = [(regime, seed) for regime in ("gap", "variance") for seed in range(seeds)]
     progress = Progress(len(plan) * len(RULES), log)
@@ -87,11 +89,12 @@ NOT_DESIGN = {"aggregator", "seed", "output_dir", "cache_dir", "threads", "resum
               "warmup_from_scratch", "design"}
 
 
-def run_design(args, log=print, variant: str = "") -> str:
+def run_design(args, log=print, variant: str = "", until: float | None = None) -> str:
     """`python -m grpo_ba_lab.analysis.sweep --design NAME`: the design's registered seeds x
     three rules, each run in a process of its own on its seed's machine variant (the kernels
-    must be chosen before torch loads); finished runs are skipped, stopped ones resumed.
-    Returns the runs' folder."""
+    must be chosen before torch loads); finished runs are skipped, stopped ones resumed. No
+    seed (its first unfinished rule) starts after `until`, seconds since the epoch: a
+    registered time limit, which a seed in progress finishes past. Returns the runs' folder."""
     name, base = args.design, args.output_dir or f"runs/{args.design}"
     defaults = parse_command(["--design", name], prog="")[0]
     passed = []                          # flags typed apart from the design's (the report names)
@@ -103,9 +106,16 @@ def run_design(args, log=print, variant: str = "") -> str:
     plan = [(seed, v, rule) for seed, v in designs.registered_seeds(name) for rule in RULES
             if not variant or v == variant]
     progress = Progress(len(plan), log)
+    started = set()                                   # (seed, variant) begun by this sweep
     for seed, v, rule in plan:
         out = os.path.join(base, toy_consequences.run_folder(name, args.regime, rule, seed, v))
         status = run_dirs.run_status(out, args.steps, log)
+        if status != "finished" and (seed, v) not in started:
+            if until is not None and time.time() >= until:
+                log(f"design {name}: the time limit has come; no seed starts after it "
+                    f"(seed {seed} ({v}) and later are not started)")
+                return base
+            started.add((seed, v))
         progress.next(f"design {name}, seed {seed} ({v}), {rule}: {out}",
                       skipped=status == "finished")
         if status == "finished":
@@ -145,8 +155,17 @@ def main(argv=None) -> int:
             raise UsageError("--seeds must be at least 1")
         if options.variant and args.design not in designs.DESIGNS:
             raise UsageError("--variant picks seeds of a design: add --design NAME")
+        until = None
+        if options.until:
+            if args.design not in designs.DESIGNS:
+                raise UsageError("--until is a design's time limit: add --design NAME")
+            import calendar
+            try:
+                until = calendar.timegm(time.strptime(options.until, "%Y-%m-%dT%H:%M"))
+            except ValueError:
+                raise UsageError(f"--until {options.until!r}: give a UTC time as YYYY-MM-DDTHH:MM") from None
         check_args(args)
-        base = run_sweep(args, options.seeds, variant=options.variant)
+        base = run_sweep(args, options.seeds, variant=options.variant, until=until)
         if options.variant:                    # a part of a design: its report waits for the rest
             print(f"variant {options.variant} of design {args.design} done; when every variant is, "
                   f"`python -m grpo_ba_lab.analysis.report {base}` writes the report")

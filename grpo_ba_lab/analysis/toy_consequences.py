@@ -455,6 +455,13 @@ REGISTRATIONS = {
                         earlier_name="demo-band's weak-coupling value", time_limited=True,
                         earlier_note=" (design demo-band, a different world: both can be true)",
                         manipulation=dict(rule="token", key="pos_share", most=0.40)),
+    # registrations/endless-band-v3.md: the paper's stability claim, the drop from the peak to
+    # the last evaluation first, then the last accuracy; the same manipulation check as
+    # strong-band; no earlier value (the probe's seeds were exploratory and confirm nothing)
+    "endless-band": dict(version=3, primaries=(("balanced - token", "drop"),
+                                               ("balanced - token", "last_acc")),
+                         post_hoc=(), earlier={}, time_limited=True,
+                         manipulation=dict(rule="token", key="pos_share", most=0.40)),
 }
 # The regime design's levels (registrations/regime-v3.md): one design whose three primaries read
 # several levels (grpo_ba_lab/analysis/regime_design.py judges them), so no level has its own.

@@ -153,4 +153,4 @@ def test_the_committed_long_horizon_report_and_figure_redraw_from_the_runs_archi
     for (setting, seed), runs in found.items():
         for rule, metrics in runs.items():
             x, y = drawn[f"{setting}/{rule}/{seed}"]
-            assert (list(x), list(y)) == [list(v) for v in lh.paired_stats.evaluations(metrics)]
+            assert [list(x), list(y)] == [list(v) for v in lh.paired_stats.evaluations(metrics)]
