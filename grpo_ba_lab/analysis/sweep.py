@@ -37,7 +37,8 @@ class SweepOptions:
                            "(toy_tasks/designs.py; default: all)")
     figures_dir: str = arg("", "where figures and tables go (default: the runs directory)")
     until: str = arg("", "with --design: no seed starts after this UTC time (YYYY-MM-DDTHH:MM), a "
-                         "registered time limit; the seed in progress finishes", section="the sweep")
+                         "registered time limit; the seed in progress finishes",
+                     section="the sweep")
 
 
 class Progress:
@@ -60,7 +61,8 @@ class Progress:
         self.seconds += time.time() - self.started
 
 
-def run_sweep(args, seeds: int = 5, log=print, variant: str = "", until: float | None = None) -> str:
+def run_sweep(args, seeds: int = 5, log=print, variant: str = "",
+              until: float | None = None) -> str:
     """Both regimes x three rules x `seeds` seeds, one run after another, or with --design
     that design's registered seeds x three rules (only those of machine `variant` if given),
     a process each (run_design); returns the sweep's directory."""
@@ -163,7 +165,8 @@ def main(argv=None) -> int:
             try:
                 until = calendar.timegm(time.strptime(options.until, "%Y-%m-%dT%H:%M"))
             except ValueError:
-                raise UsageError(f"--until {options.until!r}: give a UTC time as YYYY-MM-DDTHH:MM") from None
+                raise UsageError(f"--until {options.until!r}: give a UTC time as "
+                                 "YYYY-MM-DDTHH:MM") from None
         check_args(args)
         base = run_sweep(args, options.seeds, variant=options.variant, until=until)
         if options.variant:                    # a part of a design: its report waits for the rest
