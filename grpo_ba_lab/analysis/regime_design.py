@@ -345,10 +345,8 @@ def main(argv=None) -> int:
     rep.add_argument("--out", required=True)
     options = parser.parse_args(argv)
     if options.command == "run":
-        until = None
-        if options.until:
-            import calendar
-            until = calendar.timegm(time.strptime(options.until, "%Y-%m-%dT%H:%M"))
+        from grpo_ba_lab.analysis.sweep import until_time      # the trainer's imports: run only
+        until = until_time(options.until) if options.until else None
         run_variant(options.variant, options.output_dir, options.cache_dir, until)
     else:
         report(options.runs_dir, options.out)

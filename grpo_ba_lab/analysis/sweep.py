@@ -61,6 +61,16 @@ class Progress:
         self.seconds += time.time() - self.started
 
 
+def until_time(text: str) -> float:
+    """Seconds since the epoch of a registered time limit given as a UTC minute
+    (YYYY-MM-DDTHH:MM); a UsageError for any other text."""
+    import calendar
+    try:
+        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M"))
+    except ValueError:
+        raise UsageError(f"--until {text!r}: give a UTC time as YYYY-MM-DDTHH:MM") from None
+
+
 def run_sweep(args, seeds: int = 5, log=print, variant: str = "",
               until: float | None = None) -> str:
     """Both regimes x three rules x `seeds` seeds, one run after another, or with --design
@@ -161,12 +171,7 @@ def main(argv=None) -> int:
         if options.until:
             if args.design not in designs.DESIGNS:
                 raise UsageError("--until is a design's time limit: add --design NAME")
-            import calendar
-            try:
-                until = calendar.timegm(time.strptime(options.until, "%Y-%m-%dT%H:%M"))
-            except ValueError:
-                raise UsageError(f"--until {options.until!r}: give a UTC time as "
-                                 "YYYY-MM-DDTHH:MM") from None
+            until = until_time(options.until)
         check_args(args)
         base = run_sweep(args, options.seeds, variant=options.variant, until=until)
         if options.variant:                    # a part of a design: its report waits for the rest
