@@ -646,7 +646,8 @@ def spread_text(name: str, by_rule: dict) -> str:
     lines = [f"- {r['pair']}, {r['metric']}: sd {r['sd']:.3f} pooled, "
              + ", ".join(f"{v['sd']:.3f} on {k}" for k, v in r["variants"].items() if v["sd"] is not None)
              + f"; the whole rule detects {r['claim_detectable']:.3f} at 80% power"
-             for r in claim_rows(name, by_rule) if r["label"].startswith("primary")]
+             for r in claim_rows(name, by_rule)
+             if r["label"].startswith("primary") and r["sd"] is not None]   # 1 seed: no sd
     return ("The primaries' spread (sd of the paired differences):\n\n" + "\n".join(lines) + "\n\n"
             if lines else "")
 

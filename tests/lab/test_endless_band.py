@@ -1,6 +1,14 @@
 """The long-horizon design `endless-band` (registrations/endless-band-v3.md): its settings are the
 probe's strong-endless setting, its seeds no other study's, its registration entry what the file
 registers, and the sweep's --until time limit starts no seed after it."""
+import calendar
+import json
+import os
+import re
+import subprocess
+import tarfile
+import time
+
 import pytest
 
 from grpo_ba_lab import designs
@@ -16,8 +24,6 @@ def test_the_design_runs_the_probes_strong_endless_setting_on_every_seed():
     """Every setting of the design's runs is the one the probe's strong-endless runs recorded
     (their args.json in assets/long-horizon/runs.tar.gz), but the design's name, the seed and
     the machine keys."""
-    import json
-    import tarfile
     with tarfile.open(f"{designs.REPO}/assets/long-horizon/runs.tar.gz") as tar:
         member = tar.extractfile("strong-endless-s1600/token/args.json")
         probe = json.load(member)
@@ -97,3 +103,63 @@ def test_a_variant_sweep_without_until_plans_all_24_seeds(monkeypatch, tmp_path,
     sweep.run_design(args, log=lambda *a: None, variant=variant)
     assert len(started) == 24 * 3
     assert all(env.get("ATEN_CPU_CAPABILITY", "") == designs.VARIANTS[variant]["cpu_capability"] for env in started)
+
+
+# ------------------------------------------------------------------ the committed runs
+ASSETS = f"{designs.REPO}/assets/endless-band-v3"
+
+
+def _committed_runs(tmp_path):
+    """assets/endless-band-v3/runs.tar.gz unpacked: endless-band/<run>/ and streams/*.log."""
+    if not os.path.exists(f"{ASSETS}/runs.tar.gz"):
+        pytest.skip("endless-band's runs are not committed yet")
+    with tarfile.open(f"{ASSETS}/runs.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    return tmp_path
+
+
+def test_the_committed_report_is_redrawn_byte_for_byte_from_the_committed_runs(tmp_path):
+    root = _committed_runs(tmp_path)
+    out = tmp_path / "report"
+    tc.report(str(root / NAME), str(out), figure=str(tmp_path / "mechanism.png"), log=lambda *a: None)
+    with open(f"{ASSETS}/consequences.md") as committed:
+        assert (out / "consequences.md").read_text() == committed.read()
+
+
+def test_every_run_is_from_the_registration_commit_and_both_streams_logged_one_time_limit(tmp_path):
+    """The registration's time-limit rule as the archive records it: every run from a clean
+    checkout of the commit that added registrations/endless-band-v3.md, in one start; both
+    streams' logs give the same launch minute and T = that minute + 150 min, written before
+    the launch, and each stream's command passed that T as --until."""
+    root = _committed_runs(tmp_path)
+    try:
+        registered = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--",
+                                     "registrations/endless-band-v3.md"], cwd=designs.REPO,
+                                    capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no git history to find the registration's commit in")
+    if not registered:
+        pytest.skip("a shallow clone without the registration's commit")
+    runs = sorted((root / NAME).iterdir())
+    assert runs
+    for run in runs:
+        starts = json.loads((run / "run.json").read_text())["starts"]
+        assert len(starts) == 1, run.name
+        assert starts[0]["provenance"]["git"] == {"commit": registered[-1], "dirty": False}, run.name
+    limits = set()
+    for variant in designs.BAND_VARIANTS:
+        log = (root / "streams" / f"stream-{variant}.log").read_text()
+        head, launch = re.split(r"^\S+ launch$", log, maxsplit=1, flags=re.M)   # before, after the launch
+        found = re.search(r"launch minute \(UTC\) (\S+); T = (\S+) \(launch minute \+ 150 min\)", head)
+        minute, limit = found.groups()
+        parse = lambda text: calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M"))
+        assert parse(limit) - parse(minute) == 150 * 60
+        assert f"--variant {variant} " in head and f"--until {limit} " in head
+        assert f"design {NAME}, seed 1700 ({variant}), token" in launch
+        limits.add((minute, limit))
+    assert len(limits) == 1                                   # launched in the same minute
+    kept = tc.time_limited_seeds(str(root / NAME), NAME)
+    report = open(f"{ASSETS}/consequences.md").read()
+    assert kept == list(range(1700, 1700 + len(kept)))
+    assert f"{len(kept)} of its 24 registered seeds" in report
+    assert os.path.getsize(f"{ASSETS}/runs.tar.gz") < 20 * 2 ** 20

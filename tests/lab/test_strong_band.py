@@ -100,3 +100,10 @@ def test_the_committed_report_is_redrawn_byte_for_byte_from_the_committed_runs(t
     tc.report(str(tmp_path / design), str(out), figure=str(tmp_path / "mechanism.png"), log=lambda *a: None)
     with open(os.path.join(REPO, f"assets/{design}-v3/consequences.md")) as committed:
         assert (out / "consequences.md").read_text() == committed.read()
+
+
+def test_a_report_of_one_finished_seed_gives_no_spread_instead_of_failing(tmp_path):
+    _design(tmp_path, SEEDS[:2], unfinished={("token", SEEDS[1], "native-1t")})
+    by_rule, records = tc.design_runs(str(tmp_path), "strong-band")
+    assert tc.spread_text("strong-band", by_rule) == ""                   # one seed: no sd
+    assert "1 of its 24 registered seeds" in tc.design_report_text("strong-band", by_rule, records)
