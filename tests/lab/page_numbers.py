@@ -43,7 +43,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stability-probe/probe.md",
            "strong": "assets/strong-band-v3/consequences.md", "pilot": "assets/strong-coupling-pilot/pilot.md",
            "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md",
-           "regime": "assets/regime-v3/regime.md", "long": "assets/long-horizon/long-horizon.md"}
+           "regime": "assets/regime-v3/regime.md", "long": "assets/long-horizon/long-horizon.md",
+           "endless": "assets/endless-band-v3/consequences.md"}
 
 # a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
 # strings (2.13.0), model names (Qwen2.5) and ranges' second ends (0.97-0.99) are not signed.
