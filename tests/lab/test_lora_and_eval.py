@@ -7,6 +7,7 @@ import torch
 
 import grpo_ba
 from grpo_ba_lab import lab_args
+from grpo_ba_support import args as grpo_ba_args
 from grpo_ba_support import task as grpo_ba_setup
 from grpo_ba_lab.plumbing import lm_setup, lora
 from grpo_ba_lab.train import main
@@ -180,3 +181,11 @@ def test_the_7b_preset_trains_lora_adapters_and_flags_still_override():
     assert (args.model, args.lora_rank, args.dtype) == ("Qwen/Qwen2.5-Math-7B", 32, "bfloat16")
     assert args.max_new_tokens <= 4096 - 512                          # the model's context, with room for the prompt
     assert lab_args.parse_args(["--preset", "qwen2.5-math-7b", "--lora-rank", "8"]).lora_rank == 8
+
+
+def test_the_lab_qwen3_preset_samples_with_the_static_engine_the_course_preset_has_no_engine():
+    """docs/gpu-rollouts.md: static was the fastest engine measured on an H200 at this shape."""
+    assert lab_args.parse_args(["--preset", "qwen3-1.7b"]).rollout_engine == "static"
+    assert lab_args.parse_args(["--preset", "qwen3-1.7b", "--rollout-engine", "generate"]).rollout_engine == "generate"
+    assert lab_args.parse_args([]).rollout_engine == "generate"          # no preset: the reference
+    assert "rollout_engine" not in grpo_ba_args.PRESETS["qwen3-1.7b"]
