@@ -22,11 +22,41 @@ if _MISSING:
                 returncode=4)
 
 
+# ------------------------------------------------------------------ parallel runs (pytest-xdist)
+# The README's test command runs the suite on every core: `-n auto --dist loadgroup`. Each
+# worker is one process with one core's share of threads (a test or a run may still set its
+# own, as the toy's --threads does); the files in ONE_WORKER_FILES run whole on one worker.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")          # gw0, gw1, ...; None without -n
+if XDIST_WORKER:
+    os.environ["OMP_NUM_THREADS"] = "1"                        # read when torch is first imported
+    from grpo_ba_support import run as _course_run
+    # The toy's default of 2 threads would put two threads of each worker on one core: every
+    # test then ran about 1.1x slower (489 s against 522 s for the suite on 2 cores). Tests that
+    # need a thread count pass --threads; the tests pass with 1 and with 2 (docs/robustness.md).
+    _course_run.TOY_THREADS = 1
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    """One warm-up cache for the whole session: test files that warm up the toy with the
-    same settings share the policy instead of training it again."""
-    return str(tmp_path_factory.mktemp("warmup_cache"))
+    """One warm-up cache for the whole session, shared by every worker: test files that warm
+    up the toy with the same settings share the policy instead of training it again
+    (toy_tasks.model.load_or_warmup_toy locks an entry while one worker trains it)."""
+    root = tmp_path_factory.getbasetemp()
+    path = (root.parent if XDIST_WORKER else root) / "warmup_cache"   # parent: the run's, not the worker's
+    path.mkdir(exist_ok=True)
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def torch_threads_restored():
+    """A test that sets torch's threads (a run's --threads) leaves the next test on its worker
+    the threads it found: no test depends on which tests ran before it."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
@@ -82,10 +112,45 @@ SLOW_FILES = {"test_notebook.py", "test_trl_balanced.py", "test_trl_multiprocess
               "test_explore_page.py"}
 
 
+# Files that hold nothing but slow tests: the quick tier does not even import them (trl,
+# verl, a browser, the notebook's kernel); a full run checks that none holds a quick test.
+ALL_SLOW_FILES = SLOW_FILES | {"test_page_numbers_mutations.py", "test_predict_then_run.py", "test_real_model.py",
+                               "test_trl_example.py", "test_trl_multiprocess.py", "test_trl_rules.py",
+                               "test_trl_three_rules_example.py", "test_verl_rules.py"}
+# Files whose tests share an expensive module- or session-scoped set-up (trained runs, a
+# browser, a built model): under -n they run whole on one worker, so it is made once.
+ONE_WORKER_FILES = {"test_run_safety.py", "test_trl_multiprocess.py", "test_run_outputs.py",
+                    "test_rollout_engines.py", "test_real_model.py", "test_demo_seed_choice.py",
+                    "test_run_figures.py", "test_explore_page.py", "test_bias_figures.py",
+                    "test_token_mean_pooling.py", "test_cli_help.py"}
+# The longest tests and files start first, so that the last to finish under -n is a short
+# one (slowest first, as `--durations=40` measured them; docs/install.md).
+LONGEST_FIRST = ("test_demo.py::test_the_demo_from_the_shipped_warmup", "test_predict_then_run.py",
+                 "test_real_model.py", "test_run_outputs.py", "test_page_numbers_mutations.py",
+                 "test_training.py", "test_packaging.py", "test_explore_page.py", "test_rollout_engines.py",
+                 "test_regime_map.py", "test_student_copy.py", "test_notebook.py", "test_designs.py",
+                 "test_trl_multiprocess.py", "test_verl_rules.py", "test_dataset_refusals.py")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path.name in ALL_SLOW_FILES and config.getoption("markexpr", "") == "not slow":
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(item.fixturenames) or item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+        elif item.path.name in ALL_SLOW_FILES and not item.get_closest_marker("slow"):
+            raise pytest.UsageError(f"{item.nodeid} is quick, but tests/conftest.py's ALL_SLOW_FILES keeps "
+                                    f"its file out of the quick tier: remove the file from that list")
+        if item.path.name in ONE_WORKER_FILES:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
+    def rank(item):
+        return next((i for i, part in enumerate(LONGEST_FIRST) if part in item.nodeid), len(LONGEST_FIRST))
+    items.sort(key=rank)                       # stable: the rest keep their order
 
 
 # torch's own bf16 attention (pack_vnni2) and inductor's C++ code generation follow the CPU's

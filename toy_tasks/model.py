@@ -16,6 +16,8 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Con
 
 from toy_tasks.arithmetic import VOCAB_CHARS, ToyWorld, make_problems, warmup_corpus
 
+fcntl = None if os.name == "nt" else __import__("fcntl")   # Windows: no lock, two may train
+
 
 def char_tokenizer(chars: str = VOCAB_CHARS) -> PreTrainedTokenizerFast:
     """One token per character, plus <pad> <bos> <eos> <unk>: a real HF fast tokenizer."""
@@ -163,13 +165,17 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
     """The warmed-up toy policy and tokenizer, from the cache or freshly trained, and the
     warm-up's record (its settings, the machine that trained it, its weights' sha256)."""
     path = warmup_cache_dir(cache_dir, world, steps, seed)
-    if os.path.exists(os.path.join(path, "warmup.json")):
-        log(f"warm-up: loading cached policy from {path}")
-        return cached_warmup(path, "cache")
-    log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
-    model, _, seconds = warmup_toy_model(world, steps, seed, log=log)
-    return store_warmup(model, path, {"world": vars(world), "steps": steps, "seed": seed,
-                                      "seconds": seconds})
+    os.makedirs(cache_dir, exist_ok=True)
+    with open(path + ".lock", "a") as lock:   # parallel runs (the tests' workers) wait, not retrain
+        if fcntl:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if os.path.exists(os.path.join(path, "warmup.json")):
+            log(f"warm-up: loading cached policy from {path}")
+            return cached_warmup(path, "cache")
+        log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
+        model, _, seconds = warmup_toy_model(world, steps, seed, log=log)
+        return store_warmup(model, path, {"world": vars(world), "steps": steps, "seed": seed,
+                                          "seconds": seconds})
 
 
 def store_warmup(model, path: str, record: dict):

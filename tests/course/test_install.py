@@ -37,6 +37,9 @@ def lock_pins():
     return pins
 
 
+TEST_COMMAND_TAIL = "python -m pytest -q -n auto --dist loadgroup"   # both cores: pytest-xdist
+
+
 def readme_commands():
     """The README's install commands: shell lines that start with `pip install`."""
     return [line.strip() for line in read("README.md").splitlines() if line.strip().startswith("pip install")]
@@ -64,7 +67,7 @@ def test_the_lock_pins_versions_without_local_tags_so_a_gpu_machine_can_install_
 def test_readme_commands_install_through_the_lock():
     commands = readme_commands()
     demo = [c for c in commands if c.endswith("python grpo_ba.py")]
-    tests = [c for c in commands if c.endswith("python -m pytest -q")]
+    tests = [c for c in commands if c.endswith(TEST_COMMAND_TAIL)]
     assert len(demo) == 1 and len(tests) == 1, commands
     for command in demo + tests:
         first_install = command.split("&&")[0]
@@ -75,7 +78,7 @@ def test_readme_commands_install_through_the_lock():
 
 def test_ci_runs_the_readme_test_command_in_a_new_virtual_environment():
     ci = read(".ci/run")
-    test_command = [c for c in readme_commands() if c.endswith("python -m pytest -q")][0]
+    test_command = [c for c in readme_commands() if c.endswith(TEST_COMMAND_TAIL)][0]
     assert test_command in ci.splitlines()
     venv_line = next(i for i, line in enumerate(ci.splitlines()) if "-m venv" in line)
     activate_line = next(i for i, line in enumerate(ci.splitlines()) if "bin/activate" in line)

@@ -140,3 +140,30 @@ def test_warmup_batches_hold_each_pair_as_the_tokenizer_encodes_it_row_by_row():
         assert input_ids[row].tolist() == ids + [tokenizer.pad_token_id] * (16 - len(ids))
         assert labels[row].tolist() == [-100] * len(p) + ids[len(p):] + [-100] * (16 - len(ids))
     assert tokenizer.decode([t for t in labels[0].tolist() if t >= 0]) == "63 66<eos>"
+
+
+def test_two_runs_asking_for_one_uncached_warmup_train_it_once(tmp_path):
+    """The cache entry is locked while one run trains it: the other waits and loads the copy
+    (the tests' parallel workers share one cache). The first trainer's log line sleeps, so
+    without the lock the second would find no copy and train too."""
+    import threading
+    import time
+
+    from toy_tasks import model as toy_model
+    lines = []
+
+    def log(line):
+        lines.append(line)
+        if "training" in line:
+            time.sleep(0.5)
+
+    results = []
+    runs = [threading.Thread(target=lambda: results.append(toy_model.load_or_warmup_toy(
+        str(tmp_path / "cache"), ToyWorld("gap"), 2, 0, log=log)[2])) for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert sum("training" in line for line in lines) == 1, lines
+    assert sorted(record["source"] for record in results) == ["cache", "trained"]
+    assert results[0]["sha256"] == results[1]["sha256"]

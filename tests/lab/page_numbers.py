@@ -34,7 +34,9 @@ strong (assets/strong-band-v3/consequences.md), pilot (assets/strong-coupling-pi
 v1-table (assets/table.md) and v1-paired (assets/paired_differences.md)."""
 from __future__ import annotations
 
+import bisect
 import fnmatch
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -70,13 +72,26 @@ def _normal_count(count: str) -> str:
 
 def tokens(text: str) -> list[tuple[int, int, str]]:
     """[(start, end, token)] of `text` outside code spans and command lines."""
+    return list(_tokens(text))
+
+
+@functools.lru_cache(maxsize=4096)          # the mutation tests ask for the same texts thousands of times
+def _tokens(text: str) -> tuple[tuple[int, int, str], ...]:
     hidden = [m.span() for m in CODE_SPAN.finditer(text)]
     hidden += [(m.start(), text.find("\n", m.start()) % (len(text) + 1)) for m in COMMAND_LINE.finditer(text)]
+    merged = []                                  # the hidden spans as disjoint [a, b), in order
+    for a, b in sorted(hidden):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        elif a < b:
+            merged.append([a, b])
+    starts = [a for a, _ in merged]
     found = []
     for m in TOKEN.finditer(text):
-        if not any(a <= m.start() < b for a, b in hidden):
+        k = bisect.bisect_right(starts, m.start()) - 1           # the last span starting at or before it
+        if k < 0 or m.start() >= merged[k][1]:
             found.append((m.start(), m.end(), m.group()))
-    return found
+    return tuple(found)
 
 
 # ------------------------------------------------------------------ the reports, row by row
