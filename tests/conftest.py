@@ -100,12 +100,12 @@ def verl_actor_config(base, prompts: int, mode: str, group_size: int, eps_low: f
 
 
 # ------------------------------------------------------------------ the quick tier
-# `python -m pytest -q -m "not slow"`: the math core, the rules, the verifier, the command
-# line and the study commands' parsing, in about two minutes on a 2-core CPU. A test is
-# slow when it trains or builds a model (it asks for the warm-up cache or the tiny model),
-# runs the notebook, another trainer, a fresh install or a `python -m` subprocess; the whole
-# suite is what CI runs.
-SLOW_FIXTURES = {"cache_dir", "tiny_model_dir"}
+# `python -m pytest -q -m "not slow" -n auto`: the math core, the rules, the verifier, the command
+# line and the study commands' parsing, in well under a minute on a 2-core CPU
+# (docs/install.md). A test is slow when it trains or builds a model (it asks for the warm-up
+# cache, the tiny model or a whole demo), runs the notebook, another trainer, a fresh install
+# or a `python -m` subprocess, or draws figures; the whole suite is what CI runs.
+SLOW_FIXTURES = {"cache_dir", "tiny_model_dir", "random_policy", "single_run"}   # the last two: whole demos
 SLOW_FILES = {"test_notebook.py", "test_trl_balanced.py", "test_trl_multiprocess.py", "test_verl_balanced.py",
               "test_install.py", "test_real_model.py", "test_rollout_engines.py", "test_gpu.py",
               "test_lora_and_eval.py", "test_verifier_fuzz.py", "test_exercises.py",

@@ -71,6 +71,7 @@ def test_the_sign_length_coupling_panel_draws_token_following_the_lengths_and_th
     assert "Sign-length coupling" in fig.axes[0].get_title()
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_every_rule_stays_visible_where_its_line_coincides_with_another_in_the_bias_figure(curves):
     fractions = visible_fractions(grpo_ba_plots.bias_curves(curves, None))
     assert len(fractions) == 6 and min(fractions.values()) >= 0.3, fractions
@@ -112,6 +113,7 @@ def test_the_mechanism_figure_draws_each_rules_metrics_both_biases_the_forced_sl
     assert min(drift["token"].get_ydata()) > 0 and set(drift["sequence"].get_ydata()) == {0.0}
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_every_rule_stays_visible_where_lines_coincide_in_the_mechanism_figure():
     fractions = visible_fractions(grpo_ba_plots.mechanism_figure(synthetic_runs(), None, "test"))
     assert len(fractions) == 21 and min(fractions.values()) >= 0.3, fractions

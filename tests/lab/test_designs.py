@@ -112,6 +112,7 @@ def _saved_run(root, design, rule, seed, accuracies):
                                 "reward_mean": 0.5, "pos_share": 0.5, "len_mean": 9, "entropy": 0.3}) + "\n")
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_plot_only_on_plain_runs_draws_no_design_report(tmp_path):
     for seed, base in ((0, 0.4), (1, 0.5)):
         for rule, gain in (("token", 0.1), ("sequence", 0.0), ("balanced", 0.2)):
@@ -156,6 +157,7 @@ def _all_runs(root, design="loop-gap", gain=None):
             _design_run(root, design, rule, seed, [0.4, 0.4 + gain(rule, seed) / 2, 0.4 + gain(rule, seed)])
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_the_report_of_a_complete_design_pools_its_seeds_and_shows_each_variant(tmp_path):
     _all_runs(tmp_path)
     assert report.main([str(tmp_path)]) == 0

@@ -1,5 +1,7 @@
 """The long-horizon probe's settings and committed collapse criteria
 (grpo_ba_lab/analysis/long_horizon.py), on hand-made metrics, and its figure read back."""
+import pytest
+
 from fake_runs import write_units
 from grpo_ba_lab import designs
 from grpo_ba_lab.analysis import long_horizon as lh
@@ -119,6 +121,7 @@ def test_the_page_checker_reads_every_row_and_count_of_the_long_horizon_report()
     assert rows["strong-long / token - balanced, peak - last"]["seeds"] == "4"
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_the_committed_long_horizon_report_and_figure_redraw_from_the_runs_archive(tmp_path):
     """assets/long-horizon: long-horizon.md redrawn byte for byte from runs.tar.gz, every run
     of the archive finished at 200 steps on the probe's seeds and settings with its flags, and

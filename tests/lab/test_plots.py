@@ -65,6 +65,7 @@ def test_table_numbers_are_recomputed_from_metrics(tmp_path):
     assert "| 2 |" in row and "0.850 +- 0.050" in row and "0.150 +- 0.150" in row    # peak; drop (0.3, 0.0)
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_every_figure_function_writes_a_nonempty_png(tmp_path):
     for rule in ("token", "sequence", "balanced"):
         for seed in (0, 1):
@@ -113,6 +114,7 @@ def course_run(run_dir, rule, seed=20):
         f.write(json.dumps({"step": 3, "final_evaluation": True, "accuracy": 0.8}) + "\n")
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 @pytest.mark.parametrize("layout", ["one run", "the demo's three"])
 def test_the_report_draws_a_single_course_run_or_the_demo_instead_of_refusing_it(layout, tmp_path, capsys):
     from grpo_ba_lab.analysis import report

@@ -108,6 +108,7 @@ def test_the_figure_draws_each_pairs_pooled_mean_and_interval_at_each_level(tmp_
     assert [lab.split("\n")[0] for lab in labels] == list(rd.LEVELS)
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_the_committed_regime_report_and_figure_redraw_from_the_runs_archive(tmp_path):
     """assets/regime-v3: regime.md redrawn byte for byte from runs.tar.gz (every run checked
     against its level's registered settings, machine and provenance by design_runs), and the

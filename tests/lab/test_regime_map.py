@@ -85,6 +85,7 @@ def _write_run(run_dir, gap, spread, rule, seed, metrics):
         f.writelines(json.dumps(m) + "\n" for m in metrics)
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_plot_only_redraws_the_map_from_saved_metrics(tmp_path):
     for gap, spread in [(0, 0), (0, 16), (18, 0), (18, 16)]:
         for rule, by_seed in _cell({"balanced": [0.05, 0.06, 0.05], "token": [0, 0, 0],

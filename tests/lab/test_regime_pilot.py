@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from grpo_ba_lab import designs
 from grpo_ba_lab.analysis import regime_pilot as rp
 from grpo_ba_lab.analysis import sweep
@@ -73,6 +75,7 @@ def test_the_report_names_each_worlds_level_from_the_runs_on_disk(tmp_path):
     assert "Levels chosen by choose_levels: none = gap-0" in text
 
 
+@pytest.mark.slow                   # runs the sweep's subprocesses: the full suite runs it
 def test_a_sweep_started_outside_the_repository_gives_its_runs_the_repository_root(tmp_path):
     assert os.path.isfile(os.path.join(sweep.REPO, "grpo_ba.py"))
     assert os.path.isdir(os.path.join(sweep.REPO, "grpo_ba_lab"))

@@ -247,6 +247,7 @@ def _fake_run(run_dir, metrics_text):
         f.write(metrics_text)
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 def test_the_report_draws_a_run_with_a_torn_last_line_and_refuses_a_corrupt_middle(tmp_path, capsys):
     line = lambda step: json.dumps({"step": step, "accuracy": 0.5, "reward_mean": 0.5, "len_pos": 5, "len_neg": 9,
                                     "pg_loss": 0.01, "pos_share": 0.5})

@@ -89,6 +89,7 @@ def test_the_registered_settings_are_the_ones_the_design_runs():
                              for s, _ in designs.registered_seeds(name)}
 
 
+@pytest.mark.slow                   # draws or redraws figures: the full suite runs it
 @pytest.mark.parametrize("design", ["demo-band", "strong-band", "endless-band"])
 def test_the_committed_report_is_redrawn_byte_for_byte_from_the_committed_runs(tmp_path, design):
     archive_path = os.path.join(REPO, f"assets/{design}-v3/runs.tar.gz")
