@@ -30,9 +30,9 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")          # gw0, gw1, ...; N
 if XDIST_WORKER:
     os.environ["OMP_NUM_THREADS"] = "1"                        # read when torch is first imported
     from grpo_ba_support import run as _course_run
-    # The toy's default of 2 threads would put two threads of each worker on one core: every
-    # test then ran about 1.1x slower (489 s against 522 s for the suite on 2 cores). Tests that
-    # need a thread count pass --threads; the tests pass with 1 and with 2 (docs/robustness.md).
+    # The toy's default of 2 threads puts two threads of each worker on one core: the suite
+    # took 522 s with it and 489 s with 1 on a 2-core AMD EPYC (assets/suite-speed/). A test
+    # that needs a thread count passes --threads; the suite passes with either default.
     _course_run.TOY_THREADS = 1
 
 
