@@ -30,9 +30,9 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")          # gw0, gw1, ...; N
 if XDIST_WORKER:
     os.environ["OMP_NUM_THREADS"] = "1"                        # read when torch is first imported
     from grpo_ba_support import run as _course_run
-    # The toy's default of 2 threads puts two threads of each worker on one core: the suite
-    # took 522 s with it and 489 s with 1 on a 2-core AMD EPYC (assets/suite-speed/). A test
-    # that needs a thread count passes --threads; the suite passes with either default.
+    # With the toy's default of 2 threads in each worker one run took 522 s, with 1 thread 489 s
+    # (2-core AMD EPYC, one run each, a small fix between them; assets/suite-speed/). A test
+    # that needs a thread count passes --threads.
     _course_run.TOY_THREADS = 1
 
 
@@ -101,8 +101,7 @@ def verl_actor_config(base, prompts: int, mode: str, group_size: int, eps_low: f
 
 # ------------------------------------------------------------------ the quick tier
 # `python -m pytest -q -m "not slow" -n auto`: the math core, the rules, the verifier, the command
-# line and the study commands' parsing, in well under a minute on a 2-core CPU
-# (docs/install.md). A test is slow when it trains or builds a model (it asks for the warm-up
+# line and the study commands' parsing, in 33-39 s on a 2-core AMD EPYC (docs/install.md). A test is slow when it trains or builds a model (it asks for the warm-up
 # cache, the tiny model or a whole demo), runs the notebook, another trainer, a fresh install
 # or a `python -m` subprocess, or draws figures; the whole suite is what CI runs.
 SLOW_FIXTURES = {"cache_dir", "tiny_model_dir", "random_policy", "single_run"}   # the last two: whole demos
