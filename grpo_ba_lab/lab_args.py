@@ -77,8 +77,9 @@ class LabArgs(grpo_ba_args.Args):
 
 PRESETS = {
     **grpo_ba_args.PRESETS,
-    # In one run on one H200 (random weights of this shape, 8 x 8, 1,000 new tokens, second of
-    # two steps) static sampled 3.0x generate's tokens/s (docs/gpu-rollouts.md): the preset takes it.
+    # In one run on one H200 (random weights of this shape, 8 x 8, 1,000 new tokens, second
+    # of two steps) static sampled 3.0x generate's tokens/s (docs/gpu-rollouts.md), so this
+    # preset takes it.
     "qwen3-1.7b": {**grpo_ba_args.PRESETS["qwen3-1.7b"], "rollout_engine": "static"},
     # The paper's 7B model on one 80 GB GPU: LoRA adapters over a frozen bf16 base
     # (grpo_ba_lab/plumbing/lora.py). Its context is 4096 tokens: 3072 new, so prompts may have
