@@ -100,8 +100,9 @@ def verl_actor_config(base, prompts: int, mode: str, group_size: int, eps_low: f
 
 
 # ------------------------------------------------------------------ the quick tier
-# `python -m pytest -q -m "not slow" -n auto`: the math core, the rules, the verifier, the command
-# line and the study commands' parsing, in 33-39 s on a 2-core AMD EPYC (docs/install.md). A test is slow when it trains or builds a model (it asks for the warm-up
+# `python -m pytest -q -m "not slow" -n auto`: the math core, the rules, the verifier, the
+# command line and the study commands' parsing, in 33-39 s on a 2-core AMD EPYC
+# (docs/install.md). A test is slow when it trains or builds a model (it asks for the warm-up
 # cache, the tiny model or a whole demo), runs the notebook, another trainer, a fresh install
 # or a `python -m` subprocess, or draws figures; the whole suite is what CI runs.
 SLOW_FIXTURES = {"cache_dir", "tiny_model_dir", "random_policy", "single_run"}   # the last two: whole demos
@@ -113,9 +114,8 @@ SLOW_FILES = {"test_notebook.py", "test_trl_balanced.py", "test_trl_multiprocess
 
 # Files that hold nothing but slow tests: the quick tier does not even import them (trl,
 # verl, a browser, the notebook's kernel); a full run checks that none holds a quick test.
-ALL_SLOW_FILES = SLOW_FILES | {"test_page_numbers_mutations.py", "test_predict_then_run.py", "test_real_model.py",
-                               "test_trl_example.py", "test_trl_multiprocess.py", "test_trl_rules.py",
-                               "test_trl_three_rules_example.py", "test_verl_rules.py"}
+ALL_SLOW_FILES = SLOW_FILES | {"test_page_numbers_mutations.py", "test_predict_then_run.py", "test_trl_example.py",
+                               "test_trl_rules.py", "test_trl_three_rules_example.py", "test_verl_rules.py"}
 # Files whose tests share an expensive module- or session-scoped set-up (trained runs, a
 # browser, a built model): under -n they run whole on one worker, so it is made once.
 ONE_WORKER_FILES = {"test_run_safety.py", "test_trl_multiprocess.py", "test_run_outputs.py",
