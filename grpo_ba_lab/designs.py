@@ -25,7 +25,10 @@ VERSION = 2
 VARIANTS = {"native-2t": dict(cpu_capability="", threads=2),
             "default-1t": dict(cpu_capability="default", threads=1),
             # version 3's pair: one thread each, so a 2-core CPU runs both variants side by side
-            "native-1t": dict(cpu_capability="", threads=1)}
+            "native-1t": dict(cpu_capability="", threads=1),
+            # regime-v4's pinned path: AVX2 kernels on any x86 CPU that has them, so a design run
+            # over several sessions on machines with AVX2 or AVX-512 keeps one path
+            "avx2-1t": dict(cpu_capability="avx2", threads=1)}
 
 # Shared by the 300-step designs: lr, length and the evaluation schedule (all 729
 # held-out prompts at step 0, every 2 steps to 20, every 10 after, and after the last update).
@@ -113,6 +116,21 @@ REGIME_DESIGNS = {REGIME_LEVELS[level]: dict(flags=dict(**{**STRONG_WORLD, "gap_
                                              version=3, lab=True)
                   for level, gap in REGIME_GAPS.items()}
 DESIGNS.update(REGIME_DESIGNS)                # registered: registrations/regime-v3.md
+
+# The confirmatory regime design (registrations/regime-v4.md): regime-v3's weak and strong
+# levels unchanged (the same flags, band and warm-up rule), fresh seeds, token and sequence
+# only (the primary's four units), n from the power for an interaction of 0.03 on each path.
+# Registered by the commit that adds them to DESIGNS, before any of their runs.
+REGIME_V4_LEVELS = {"weak": "regime-v4-weak", "strong": "regime-v4-strong"}
+REGIME_V4_SEEDS = tuple(range(1800, 1849))    # 49 seeds, in run order
+REGIME_V4_RULES = ("token", "sequence")
+REGIME_V4_VARIANTS = ("avx2-1t", "default-1t")
+# any_cpu_model: its runs span sessions whose machines may differ; each run records its CPU
+REGIME_V4_DESIGNS = {name: dict(flags=dict(REGIME_DESIGNS[REGIME_LEVELS[level]]["flags"]),
+                                seeds={variant: REGIME_V4_SEEDS for variant in REGIME_V4_VARIANTS},
+                                rules=REGIME_V4_RULES, version=4, lab=True, any_cpu_model=True)
+                     for level, name in REGIME_V4_LEVELS.items()}
+DESIGNS.update(REGIME_V4_DESIGNS)             # registered: registrations/regime-v4.md
 
 
 def registered_seeds(name: str) -> list[tuple[int, str]]:

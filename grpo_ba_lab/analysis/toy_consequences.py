@@ -98,6 +98,11 @@ def crossed(name: str) -> bool:
     return all(s == seeds[0] for s in seeds)
 
 
+def design_rules(name: str) -> tuple:
+    """The rules a design registered: all three, or (regime-v4) the ones its primary reads."""
+    return tuple(designs.DESIGNS[name].get("rules", RULES))
+
+
 def units(name: str) -> list[tuple]:
     """[(unit, seed, variant)]: a design's runs of one rule. A unit is the seed, or in a
     crossed design (seed, variant): there a seed runs once on each variant."""
@@ -282,6 +287,7 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
                              f"(seeds {sorted(registered)})")
         registered = set(seeds)
     expected = {unit: v for unit, seed, v in units(name) if seed in registered}   # unit -> variant
+    rules = design_rules(name)
     both = crossed(name)
     found, problems = {}, []
     for run_dir, args in run_dirs.saved_args(runs_dir):
@@ -298,21 +304,21 @@ def design_runs(runs_dir: str, name: str, seeds=None) -> tuple[dict, dict]:
         found[key] = (run_dir, metrics, record)
         if args.get("design") != name:
             problems.append(f"{run_dir}: a run of design {args.get('design')!r}, not {name!r}")
-        elif unit not in expected or key[0] not in RULES:
+        elif unit not in expected or key[0] not in rules:
             problems.append(f"{run_dir}: extra: (rule {key[0]}, {_unit_text(unit)}) is not registered for "
                             f"{name} (seeds {sorted(registered)})")
         else:
             problems += [f"{run_dir}: {p}" for p in _run_problems(name, run_dir, args, metrics, record,
                                                                    seeds is None, expected[unit])]
-    if seeds is None:
+    if seeds is None and not designs.DESIGNS[name].get("any_cpu_model"):
         problems += cpu_model_problems({run_dir: record for run_dir, _, record in found.values()})
-    missing = [(rule, unit) for unit in expected for rule in RULES if (rule, unit) not in found]
+    missing = [(rule, unit) for unit in expected for rule in rules if (rule, unit) not in found]
     if missing:
         problems.append(f"missing under {runs_dir}: " + ", ".join(f"{r} {_unit_text(u)}" for r, u in missing)
                         + f" (python -m grpo_ba_lab.analysis.sweep --design {name} --output-dir {runs_dir} trains them)")
     if problems:
         raise ValueError(f"design {name}: the report needs exactly its registered runs:\n  " + "\n  ".join(problems))
-    by_rule = {rule: {unit: found[(rule, unit)][1] for unit in expected} for rule in RULES}
+    by_rule = {rule: {unit: found[(rule, unit)][1] for unit in expected} for rule in rules}
     return by_rule, {unit: found[("token", unit)][2] for unit in expected}
 
 
@@ -332,7 +338,8 @@ def time_limited_seeds(runs_dir: str, name: str) -> list[int]:
     kept = []
     for seed in order:
         variants = [v for s, v in designs.registered_seeds(name) if s == seed]
-        if not all((rule, seed, v if crossed(name) else "") in finished for rule in RULES for v in variants):
+        if not all((rule, seed, v if crossed(name) else "") in finished
+                   for rule in design_rules(name) for v in variants):
             break
         kept.append(seed)
     return kept
@@ -468,6 +475,11 @@ REGISTRATIONS = {
 for _name in designs.REGIME_LEVELS.values():
     REGISTRATIONS[_name] = dict(version=3, primaries=(), post_hoc=(), earlier={}, time_limited=True,
                                 file="registrations/regime-v3.md", earlier_name="the earlier value")
+# The confirmatory regime design (registrations/regime-v4.md): one primary across its two levels,
+# judged by grpo_ba_lab/analysis/regime_v4.py; its stopping rule is the registered n, not a clock.
+for _name in designs.REGIME_V4_LEVELS.values():
+    REGISTRATIONS[_name] = dict(version=4, primaries=(), post_hoc=(), earlier={},
+                                file="registrations/regime-v4.md", earlier_name="the earlier value")
 # Whose earlier values a design's rows may exclude: this project's own, never the paper's.
 for _registration in REGISTRATIONS.values():
     _registration.setdefault("earlier_name", "this project's version-1 toy value")

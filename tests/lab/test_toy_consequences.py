@@ -138,7 +138,8 @@ def test_named_designs_are_the_pre_registered_version_2_settings():
     assert tc.DESIGNS["spread-room"]["seeds"] == {"native-2t": (40, 41, 42), "default-1t": (43, 44, 45)}
     assert tc.designs.VARIANTS == {"native-2t": {"cpu_capability": "", "threads": 2},
                                    "default-1t": {"cpu_capability": "default", "threads": 1},
-                                   "native-1t": {"cpu_capability": "", "threads": 1}}
+                                   "native-1t": {"cpu_capability": "", "threads": 1},
+                                   "avx2-1t": {"cpu_capability": "avx2", "threads": 1}}   # regime-v4's
     # version 3 (registrations/demo-band-v3.md): 16 seeds, each on both one-thread variants
     assert tc.DESIGNS["demo-band"]["seeds"] == {"native-1t": tuple(range(60, 76)),
                                                 "default-1t": tuple(range(60, 76))}
