@@ -304,12 +304,16 @@ def regime_figure(runs: dict, path: str, kept: list[int]):
         x = [i + (k - 1) * 0.08 for i in range(len(pts))]
         means = [p[1] for p in pts]
         err = [[m - p[2] for m, p in zip(means, pts)], [p[3] - m for m, p in zip(means, pts)]]
-        ax.errorbar(x, means, yerr=err, marker="o", capsize=4, lw=1.4, label=pair, gid=f"pair:{pair}")
+        # the levels are categories: points with their intervals, no line between levels
+        ax.errorbar(x, means, yerr=err, fmt="o", capsize=4, label=pair, gid=f"pair:{pair}")
     ax.set_xticks(range(len(LEVELS)))
-    ax.set_xticklabels([f"{level}\nwrong/right {r:.2f}" for level, r in zip(LEVELS, ratios)])
+    ax.set_xticklabels([f"gap {designs.REGIME_GAPS[level]} ({level})\nwrong/right {r:.2f}"
+                        for level, r in zip(LEVELS, ratios)])
+    ax.set_xlim(-0.5, len(LEVELS) - 0.5)
     ax.set_ylabel("paired difference, last held-out accuracy")
-    ax.set_title(f"Which rule wins where (regime design, {len(kept)} seeds x "
-                 f"{len(designs.REGIME_VARIANTS)} variants; 95% intervals)", fontsize=10)
+    # pooled intervals only: a row's verdict also needs each path's own interval (regime.md)
+    ax.set_title(f"regime-v3: paired differences by gap ({len(kept)} seeds x {len(designs.REGIME_VARIANTS)} "
+                 f"paths; pooled 95% intervals;\nverdicts need each path's own interval too: regime.md)", fontsize=10)
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -104,8 +104,10 @@ def test_the_figure_draws_each_pairs_pooled_mean_and_interval_at_each_level(tmp_
         segments = bars[0].get_segments()
         assert [y for s in segments for y in (s[0][1], s[1][1])] == pytest.approx([y for p in pts for y in p[2:]])
         assert [round(x) for x in line.get_xdata()] == list(range(len(rd.LEVELS)))
+        assert line.get_linestyle() == "None"             # categorical levels: no joining line
     labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert [lab.split("\n")[0] for lab in labels] == list(rd.LEVELS)
+    # each level named by its gap, as the pages name it, then the level's word
+    assert [lab.split("\n")[0] for lab in labels] == [f"gap {designs.REGIME_GAPS[lv]} ({lv})" for lv in rd.LEVELS]
 
 
 @pytest.mark.slow                   # draws or redraws figures: the full suite runs it
