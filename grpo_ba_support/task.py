@@ -15,10 +15,10 @@ import torch
 import verifier
 from grpo_ba_support.run import SetupError
 from toy_tasks import designs, make_problems
-from toy_tasks.model import load_or_warmup_toy, load_warmup_file
+from toy_tasks.model import default_cache_dir, load_or_warmup_toy, load_warmup_file
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-CACHE_DIR = os.environ.get("GRPO_BA_CACHE", "~/.cache/grpo_ba")   # warmed-up toy policies
+CACHE_DIR = default_cache_dir()   # warmed-up toy policies: $GRPO_BA_CACHE, XDG, ~/.cache/grpo_ba
 
 
 @dataclass

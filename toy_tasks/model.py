@@ -161,18 +161,27 @@ def load_warmup_file(path: str, sha256: str | None = None):
     return model.eval(), tokenizer
 
 
+def default_cache_dir() -> str:
+    """Where warmed-up toy policies are cached: $GRPO_BA_CACHE, else $XDG_CACHE_HOME/grpo_ba,
+    else ~/.cache/grpo_ba; expanded, so that no directory named `~` is ever made."""
+    chosen = os.environ.get("GRPO_BA_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "grpo_ba")
+    return os.path.abspath(os.path.expanduser(chosen))
+
+
 def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, log=print):
     """The warmed-up toy policy and tokenizer, from the cache or freshly trained, and the
     warm-up's record (its settings, the machine that trained it, its weights' sha256)."""
     path = warmup_cache_dir(cache_dir, world, steps, seed)
-    os.makedirs(cache_dir, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)        # the cache, made where it is used
     with open(path + ".lock", "a") as lock:   # parallel runs (the tests' workers) wait, not retrain
         if fcntl:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if os.path.exists(os.path.join(path, "warmup.json")):
             log(f"warm-up: loading cached policy from {path}")
             return cached_warmup(path, "cache")
-        log(f"warm-up: training the toy policy ({steps} steps; cached in {path})")
+        log(f"warm-up: training the toy policy ({steps} steps), cached in {path} "
+            f"(set GRPO_BA_CACHE to move the cache)")
         model, _, seconds = warmup_toy_model(world, steps, seed, log=log)
         return store_warmup(model, path, {"world": vars(world), "steps": steps, "seed": seed,
                                           "seconds": seconds})
