@@ -4,7 +4,6 @@ registers, and the sweep's --until time limit starts no seed after it."""
 import json
 import os
 import re
-import subprocess
 import tarfile
 
 import pytest
@@ -14,6 +13,7 @@ from grpo_ba_lab.analysis import long_horizon as lh
 from grpo_ba_lab.analysis import regime_pilot, sweep
 from grpo_ba_lab.analysis import toy_consequences as tc
 from grpo_ba_lab.lab_args import parse_command
+from registration_commits import registration_commit
 
 NAME = "endless-band"
 
@@ -122,20 +122,13 @@ def test_every_run_is_from_the_registration_commit_and_both_streams_logged_one_t
     streams' logs give the same launch minute and T = that minute + 150 min, written before
     the launch, and each stream's command passed that T as --until."""
     root = _committed_runs(tmp_path)
-    try:
-        registered = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--",
-                                     "registrations/endless-band-v3.md"], cwd=designs.REPO,
-                                    capture_output=True, text=True, check=True).stdout.split()
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("no git history to find the registration's commit in")
-    if not registered:
-        pytest.skip("a shallow clone without the registration's commit")
+    registered = registration_commit("registrations/endless-band-v3.md")
     runs = sorted((root / NAME).iterdir())
     assert runs
     for run in runs:
         starts = json.loads((run / "run.json").read_text())["starts"]
         assert len(starts) == 1, run.name
-        assert starts[0]["provenance"]["git"] == {"commit": registered[-1], "dirty": False}, run.name
+        assert starts[0]["provenance"]["git"] == {"commit": registered, "dirty": False}, run.name
     limits = set()
     for variant in designs.BAND_VARIANTS:
         log = (root / "streams" / f"stream-{variant}.log").read_text()

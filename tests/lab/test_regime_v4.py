@@ -144,3 +144,48 @@ def test_the_report_refuses_until_every_registered_seed_is_in(tmp_path):
     _finished_unit(runs, "weak", 1800, VARIANTS[0])
     with pytest.raises(ValueError, match="missing"):
         r4.report(runs, str(tmp_path / "out"), log=lambda *a: None)
+
+
+# ------------------------------------------------------------------ the committed parts
+PARTS = os.path.join(designs.REPO, "assets", "regime-v4", "runs")
+
+
+def _parts():
+    found = sorted(p for p in os.listdir(PARTS) if p.endswith(".tar.gz")) if os.path.isdir(PARTS) else []
+    if not found:
+        pytest.skip("no part of regime-v4's runs is committed yet")
+    return found
+
+
+def test_every_archived_run_is_from_the_registration_commit_on_its_variant_in_one_start(tmp_path):
+    """The registration's run rules as the parts record them: every run from a clean checkout of
+    the commit that added registrations/regime-v4.md, in one start (an unfinished unit is
+    trained again from scratch, never resumed), on the CPU, one thread, its variant's kernels;
+    no unit is in two parts."""
+    from registration_commits import registration_commit
+    registered = registration_commit(r4.REGISTRATION)
+    seen = set()
+    for part in _parts():
+        with tarfile.open(os.path.join(PARTS, part)) as tar:
+            units = {os.path.dirname(os.path.dirname(m.name)) for m in tar.getmembers()}
+            assert not units & seen, part
+            seen |= units
+            tar.extractall(tmp_path, filter="data")
+    assert r4.archived_units(PARTS) == seen
+    for unit in sorted(seen):
+        variant = unit.rsplit("-", 2)[-2] + "-" + unit.rsplit("-", 2)[-1]
+        for rule in r4.RULES:
+            starts = json.loads((tmp_path / unit / rule / "run.json").read_text())["starts"]
+            assert len(starts) == 1, (unit, rule)
+            assert starts[0]["provenance"]["git"] == {"commit": registered, "dirty": False}, (unit, rule)
+            assert starts[0]["provenance"]["device"] == "cpu"
+            machine = starts[0]["machine"]
+            assert (machine["threads"], machine["aten_cpu_capability"].lower()) == (
+                1, designs.VARIANTS[variant]["cpu_capability"]), (unit, rule)
+
+
+def test_a_committed_part_is_never_changed_after_the_commit_that_added_it():
+    from registration_commits import commits_touching
+    for part in _parts():
+        touching = commits_touching(os.path.join("assets", "regime-v4", "runs", part))
+        assert len(touching) <= 1, f"{part} was changed after it was added: {touching}"
