@@ -2,15 +2,16 @@
 
     python -m exercises.prelab_check
 
-From the repository root. It checks, in order: Python and the packages of requirements.txt;
+From the repository root. It checks, in order: Python and every package requirements.txt names
+(the course's install: pytest for the checker and the notebook's kernel included);
 that the course imports (grpo_ba, verifier, toy_tasks); a forward and backward pass of the
 three rules on docs/method.md §3's worked example, against the numbers worked out by hand
 there; the verifier on three answers; each warm-up shipped in toy_tasks/warmups/ (its sha256
 against the one registered in toy_tasks/designs.py, then one greedy answer of the toy model);
 and that matplotlib can draw. Each line says `ok` or `FAIL` with what to do; the last line
 says whether the install is ready. Exit code 0 when every check passes, 1 otherwise.
-Running the notebook also needs Jupyter: that line is a note, not a failure (the notebook is
-committed with its outputs, so it reads without running).
+The notebook's line says how to run it (it is committed with its outputs, so it also reads
+without running).
 """
 from __future__ import annotations
 
@@ -22,8 +23,19 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("torch", "transformers", "datasets", "sympy", "matplotlib")      # requirements.txt
-INSTALL = "pip install -r requirements.txt (from the repository root)"
+INSTALL = "pip install -r requirements.txt -c requirements/lock.txt (from the repository root)"
+
+
+def required_packages(path=os.path.join(ROOT, "requirements.txt")) -> tuple:
+    """The import names of the packages a requirements file names (one per line, `#` comments)."""
+    with open(path) as f:
+        names = [line.split("#")[0].strip() for line in f]
+    return tuple(name.split("[")[0].replace("-", "_")
+                 for name in (n.split(";")[0].split("=")[0].split("<")[0].split(">")[0].strip()
+                              for n in names if n and not n.startswith("-")) if name)
+
+
+PACKAGES = required_packages()                    # torch ... pytest, ipykernel, nbclient
 
 # docs/method.md §3's worked example, by hand: G = 4, rewards [1, 0, 1, 0], L = [2, 4, 1, 3]
 WORKED_REWARDS, WORKED_LENGTHS = [1.0, 0.0, 1.0, 0.0], [2, 4, 1, 3]
@@ -44,7 +56,13 @@ def check_python_and_packages() -> str:
     missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
         raise CheckFailed(f"missing {', '.join(missing)}: {INSTALL}")
-    versions = [f"{name} {importlib.import_module(name).__version__}" for name in PACKAGES]
+    from importlib.metadata import PackageNotFoundError, version
+    versions = []
+    for name in PACKAGES:
+        try:
+            versions.append(f"{name} {version(name)}")
+        except PackageNotFoundError:              # importable, but not installed by pip
+            versions.append(name)
     return f"Python {sys.version.split()[0]}; " + ", ".join(versions)
 
 
@@ -177,11 +195,10 @@ def caches_note() -> list[str]:
 
 
 def notebook_note() -> str:
-    have = [name for name in ("jupyter", "nbclient", "ipykernel") if importlib.util.find_spec(name)]
-    if "ipykernel" in have:
-        return "note  notebook: a Jupyter kernel is installed; open exercises/balanced_aggregation_lab.ipynb"
-    return ("note  notebook: no Jupyter kernel (pip install jupyter to run it); it is committed with its "
-            "outputs, so it reads without running")
+    if importlib.util.find_spec("ipykernel") and importlib.util.find_spec("nbclient"):
+        return ("note  notebook: its kernel is installed; open exercises/balanced_aggregation_lab.ipynb in "
+                "Jupyter or VS Code, or run it whole: jupyter execute --inplace exercises/balanced_aggregation_lab.ipynb")
+    return f"note  notebook: no Jupyter kernel ({INSTALL}); it is committed with its outputs, so it reads without running"
 
 
 def main(argv=None, out=print) -> int:

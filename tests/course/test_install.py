@@ -83,3 +83,99 @@ def test_ci_runs_the_readme_test_command_in_a_new_virtual_environment():
     venv_line = next(i for i, line in enumerate(ci.splitlines()) if "-m venv" in line)
     activate_line = next(i for i, line in enumerate(ci.splitlines()) if "bin/activate" in line)
     assert "mktemp" in ci and venv_line < activate_line < ci.splitlines().index(test_command)
+
+
+# ------------------------------------------------------------------ the course's install is the course
+# The README's first command installs the course: every package that grpo_ba.py and what it imports,
+# exercises/ (and the claims exercises.check runs) and the notebook's cells import, and nothing that
+# only the lab imports. Two more are not imported but run the notebook: its kernel and nbclient.
+import ast  # noqa: E402
+import importlib.metadata  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+COURSE_FILES = ("grpo_ba.py", "grpo_ba_plots.py", "verifier.py", "grpo_ba_support/*.py", "toy_tasks/*.py",
+                "exercises/*.py", "tests/course/test_math_core.py")
+NOTEBOOK = "exercises/balanced_aggregation_lab.ipynb"
+NOTEBOOK_RUNS_WITH = {"ipykernel", "nbclient"}
+PROJECT = ("grpo_ba", "grpo_ba_plots", "grpo_ba_support", "grpo_ba_lab", "toy_tasks", "verifier", "exercises", "tests")
+
+
+def imported_top_names(source: str) -> set:
+    """The top-level names of every absolute import in `source`, in any function too."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def notebook_sources():
+    with open(os.path.join(ROOT, NOTEBOOK)) as f:
+        cells = json.load(f)["cells"]
+    return ["\n".join(line for line in "".join(c["source"]).splitlines() if not line.lstrip().startswith(("%", "!")))
+            for c in cells if c["cell_type"] == "code"]
+
+
+def third_party(names: set, strict=True) -> set:
+    """Distributions (canonical names) that provide the non-standard, non-project import names;
+    `strict`: each must be installed (the course's are; the lab's optional ones may not be)."""
+    providers = importlib.metadata.packages_distributions()
+    found = set()
+    for name in names - set(sys.stdlib_module_names) - {"__future__"}:
+        if name.startswith(PROJECT):
+            continue
+        assert name in providers or not strict, f"no installed distribution provides the module {name!r}"
+        found |= {canonicalize_name(d) for d in providers.get(name, ())}
+    return found
+
+
+def course_imports() -> set:
+    sources = [read(os.path.relpath(p, ROOT)) for pattern in COURSE_FILES
+               for p in sorted(glob.glob(os.path.join(ROOT, pattern)))]
+    return third_party(set().union(*map(imported_top_names, sources + notebook_sources())))
+
+
+def lab_imports() -> set:
+    paths = glob.glob(os.path.join(ROOT, "grpo_ba_lab", "**", "*.py"), recursive=True)
+    return third_party(set().union(*(imported_top_names(read(os.path.relpath(p, ROOT))) for p in paths)), strict=False)
+
+
+def first_command_files() -> list:
+    demo = next(c for c in readme_commands() if c.endswith("python grpo_ba.py"))
+    return re.findall(r"-r (\S+)", demo.split("&&")[0])
+
+
+def named_in(files) -> set:
+    return {canonicalize_name(r.name) for name in files for r in requirements(name)}
+
+
+def not_named(imports: set, named: set) -> list:
+    """What the course imports that the course's install does not name, and where else it is named."""
+    elsewhere = {canonicalize_name(r.name): name for name in REQUIREMENT_FILES if name not in first_command_files()
+                 for r in requirements(name)}
+    return sorted(f"{d} (named only in {elsewhere[d]})" if d in elsewhere else d for d in imports - named)
+
+
+def test_the_readmes_first_command_installs_requirements_txt():
+    assert first_command_files() == ["requirements.txt"]
+
+
+def test_the_courses_install_names_every_package_the_course_and_the_notebook_import():
+    imports = course_imports()
+    assert {"torch", "transformers", "sympy", "matplotlib", "pytest"} <= imports        # the walk is real
+    assert not_named(imports | NOTEBOOK_RUNS_WITH, named_in(first_command_files())) == []
+
+
+def test_the_check_names_a_course_import_that_only_the_dev_requirements_name():
+    imports = course_imports() | third_party(imported_top_names("import hypothesis\nfrom xdist import plugin\n"))
+    assert not_named(imports, named_in(first_command_files())) == [
+        "hypothesis (named only in requirements/dev.txt)", "pytest-xdist (named only in requirements/dev.txt)"]
+
+
+def test_the_courses_install_names_nothing_that_only_the_lab_imports():
+    only_the_lab = lab_imports() - course_imports()
+    assert "tqdm" in only_the_lab                     # the walk is real (grpo_ba_lab/analysis/regime_map.py)
+    assert sorted(named_in(first_command_files()) & only_the_lab) == []
