@@ -40,6 +40,7 @@ import time
 from grpo_ba_lab import designs
 from grpo_ba_lab.analysis import paired_stats, toy_consequences
 from grpo_ba_lab.plumbing import run_dirs
+from grpo_ba_support import run as grpo_ba_run
 
 LEVELS = designs.REGIME_V4_LEVELS          # {"weak": "regime-v4-weak", "strong": "regime-v4-strong"}
 SEEDS = designs.REGIME_V4_SEEDS
@@ -68,9 +69,18 @@ def rule_command(level: str, seed: int, variant: str, rule: str, runs_dir: str, 
 
 
 def unit_finished(runs_dir: str, level: str, seed: int, variant: str) -> bool:
+    """Whether both rules of a unit finished. Reads only: a stream may be writing a run now,
+    so nothing is repaired (the stream itself retrains an unfinished unit from scratch)."""
     steps = designs.DESIGNS[LEVELS[level]]["flags"]["steps"]
-    return all(run_dirs.run_status(os.path.join(unit_dir(runs_dir, level, seed, variant), rule), steps,
-                                   lambda *a: None) == "finished" for rule in RULES)
+    for rule in RULES:
+        out = os.path.join(unit_dir(runs_dir, level, seed, variant), rule)
+        try:
+            metrics = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"), lambda *a: None)
+        except (OSError, ValueError, grpo_ba_run.RunError):   # none yet, or torn in the middle
+            return False
+        if not run_dirs.is_finished(out, metrics, steps):
+            return False
+    return True
 
 
 def plan() -> list[tuple[int, str]]:
@@ -174,6 +184,8 @@ def archive(runs_dir: str, archive_dir: str, log=print) -> str:
 
 def extract(archive_dir: str, runs_dir: str) -> int:
     """Unpacks every part into runs_dir (so `run` skips what is archived); returns the units."""
+    if not os.path.isdir(archive_dir):
+        return 0
     units = archived_units(archive_dir)
     for part in sorted(os.listdir(archive_dir)):
         if part.endswith(".tar.gz"):
