@@ -52,7 +52,8 @@ def aggregate_sequence(per_token_loss, mask, advantages, group_size):
 
 
 def aggregate_token(per_token_loss, mask, advantages, group_size):
-    """Token aggregation, DAPO / Dr. GRPO (docs/method.md §2):
+    """Token aggregation, DAPO's (docs/method.md §2; Dr. GRPO divides the same token sum by a
+    constant instead, docs/trainer-names.md: every token weighs the same in both):
 
         J_tok = (1 / sum_i L_i) * sum_i sum_t l_it       per group, then the mean over groups
 
