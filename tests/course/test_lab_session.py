@@ -128,20 +128,29 @@ def test_every_link_of_the_lab_pages_resolves():
 
 
 def test_every_course_command_of_the_lab_session_parses():
-    from toy_tasks import designs
+    """Steps 2 and 3: four runs of 5 steps of a rule by name (the first of step 3 also runs once
+    before the session); after the session, one run of the student's own rule from the copy's
+    exercises/math_core.py."""
+    predict = " ".join(read("docs/lab-session.md").split("## Predict, then run", 1)[1].split())
     commands = [line.strip() for line in read("docs/lab-session.md").splitlines()
                 if line.strip().startswith("python grpo_ba.py")]
-    assert len(commands) == 4
-    parsed = 0
-    for command in commands:
-        argv = shlex.split(command)[2:]
-        if "long-right" in argv and "long-right" not in designs.DESIGNS:
-            continue                                 # the design's own test skips the same way
-        args = grpo_ba.parse_args(argv)
+    by_name = [c for c in commands if "math_core.py:" not in c]
+    assert len(set(by_name)) == 4 and all(c in predict for c in by_name)
+    for command in by_name:
+        args = grpo_ba.parse_args(shlex.split(command)[2:])
         grpo_ba.check_args(args)
-        assert args.steps == 5 and args.aggregator in grpo_ba.AGGREGATORS
-        parsed += 1
-    assert parsed >= 2
+        assert args.steps == 5 and args.aggregator in grpo_ba.AGGREGATORS and args.threads == 1
+    own = [c for c in commands if "math_core.py:" in c]
+    assert len(own) == 1
+    argv = shlex.split(own[0])[2:]
+    spec = argv[argv.index("--aggregator") + 1]
+    path, function = spec.split(":")
+    assert path == "exercises/math_core.py" and function in ("aggregate_token", "aggregate_sequence",
+                                                              "aggregate_balanced")
+    import exercises.math_core
+    assert callable(getattr(exercises.math_core, function))
+    rest = argv[:argv.index("--aggregator")] + argv[argv.index("--aggregator") + 2:]
+    assert grpo_ba.parse_args(rest).steps == 5
 
 
 def test_the_prelab_output_shown_names_every_check():
