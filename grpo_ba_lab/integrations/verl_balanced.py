@@ -46,10 +46,14 @@ tests/lab/test_verl_rules.py, through verl's own functions.
 
 Config keys, checked at trainer start (verl's `validate_config`, which verl.trainer.main_ppo
 runs in the driver before Ray starts; wrapped below) and again on every batch; anything else is
-refused with a ValueError naming the key, in one line:
+refused with a ValueError naming the key and the accepted values, in one line:
 
-    algorithm.adv_estimator                        grpo_token, grpo_sequence or grpo_balanced
+    algorithm.adv_estimator                        grpo_token, grpo_sequence, grpo_balanced or
+                                                   grpo_with_bias_metrics (or an estimator verl has
+                                                   registered in the driver: a misspelled name such as
+                                                   grpo_balance is refused at start, not after Ray starts)
     actor_rollout_ref.actor.loss_agg_mode          token-mean (default) or seq-mean-token-sum
+                                                   (grpo_with_bias_metrics: any of verl's five modes)
     actor_rollout_ref.actor.policy_loss.loss_mode  vanilla (default)
     actor_rollout_ref.actor.ppo_mini_batch_size    token-mean: = data.train_batch_size (one mini-batch);
                                                    seq-mean-token-sum: any
@@ -75,9 +79,11 @@ batch, so step k's gradient is
 
 Groups are verl's `uid` groups, wherever their rows lie (verl's balance_batch reorders
 rows before advantages are computed). Every group with at least one response token
-must have the same size G (rollout.n); a group without any response token (the v1
-trainer's synthetic padding rows) is not a group: its rows get advantage 0 and it is
-not counted in P.
+must have the same size G (rollout.n). A group of G responses none of which has a response
+token (every one masked as overlong, say) counts in P with loss 0, as grpo_ba and the TRL
+integration count it (docs/method.md §7, choice 6). Rows without tokens that are not such
+a group (verl's synthetic padding: one uid named "pad" + 32 hex digits, or any empty uid
+group whose size is not G) are not a group: they get advantage 0 and do not count in P.
 
 The bias in verl's logs. Each call computes, from bias_metrics.bias_metrics on the batch's
 response lengths and verl's GRPO advantages (before the rescaling), the numbers
@@ -89,7 +95,9 @@ response lengths and verl's GRPO advantages (before the rescaling), the numbers
 
 and verl's `Tracking.log` (console, W&B, TensorBoard, MLflow, ...: whatever
 `trainer.logger` names) adds them to the step's metrics, averaged over the calls since
-the last log. verl's own critic/advantages/* then show the rescaled advantages, and
+the last log. grpo_token, grpo_sequence and grpo_balanced add two whose names say which rule
+trains: aggregation/trained_<rule>/pos_share and aggregation/trained_<rule>/loss_at_ratio_one
+(J_rule at ratio 1; grpo_with_bias_metrics, which trains verl's own GRPO, adds neither). verl's own critic/advantages/* then show the rescaled advantages, and
 critic/returns/* verl's GRPO advantages before the rescaling.
 
 Tested with verl 0.9.1 (installed with --no-deps: its metadata pins transformers<5.11
@@ -106,6 +114,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import sys
 from collections import OrderedDict
 
@@ -116,9 +125,12 @@ from verl.utils import config as verl_config
 from verl.utils import tracking
 
 from grpo_ba import aggregation_coefficients, mask_from_lengths
-from grpo_ba_lab.integrations.bias_metrics import METRICS, bias_metrics
+from grpo_ba_lab.integrations.bias_metrics import METRICS, bias_metrics, loss_at_ratio_one
 
 ESTIMATORS = {"grpo_token": "token", "grpo_sequence": "sequence", "grpo_balanced": "balanced"}   # name -> rule
+VERL_LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
+                       "seq-mean-token-sum-norm")       # verl 0.9.1's agg_loss
+PADDING_UID = re.compile(r"pad[0-9a-f]{32}")            # verl's padding_utils: f"pad{uuid.uuid4().hex}"
 ESTIMATOR = "grpo_balanced"
 MEASURE_ONLY = "grpo_with_bias_metrics"      # verl's GRPO unchanged, the bias in its logs
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum")
@@ -135,21 +147,27 @@ _pending: list[dict[str, float]] = []        # bias metrics of the batches since
 
 
 def uid_groups(index, lengths, estimator=ESTIMATOR):
-    """Rows of each real group, contiguous: (order (R_real,), group size G).
+    """Rows of each group, contiguous: (order (R_groups,), group size G).
 
-    Groups are verl's uids in order of first appearance, rows in batch order; a group
-    with no response token (the v1 trainer's padding) is left out. Refuses groups of
-    unequal size."""
+    Groups are verl's uids in order of first appearance, rows in batch order. Groups with a
+    response token must have one size G (refused otherwise). A uid group of G rows without any
+    response token is a group (it counts in P with loss 0: docs/method.md §7, choice 6, as in
+    grpo_ba and the TRL integration); verl's padding (a uid matching PADDING_UID, or an empty
+    uid group of another size) is left out."""
     rows: OrderedDict = OrderedDict()
     for row, uid in enumerate(np.asarray(index, dtype=object).tolist()):
         rows.setdefault(uid, []).append(row)
-    real = [members for members in rows.values() if float(lengths[members].sum()) > 0]
-    sizes = sorted({len(members) for members in real})
+    with_tokens = [members for members in rows.values() if float(lengths[members].sum()) > 0]
+    sizes = sorted({len(members) for members in with_tokens})
     if len(sizes) > 1:
         raise ValueError(f"{estimator} needs groups of one size (rollout.n); this batch has uid groups of sizes "
                          f"{sizes}: the rules' weights are per group of G responses (docs/method.md §5)")
-    order = torch.tensor([row for members in real for row in members], dtype=torch.long)
-    return order, (sizes[0] if sizes else 1)
+    group_size = sizes[0] if sizes else 1
+    groups = [members for uid, members in rows.items()
+              if float(lengths[members].sum()) > 0
+              or (len(members) == group_size and not PADDING_UID.fullmatch(str(uid)))]
+    order = torch.tensor([row for members in groups for row in members], dtype=torch.long)
+    return order, group_size
 
 
 def rule_coefficients(lengths, advantages, group_size, rule):
@@ -203,7 +221,8 @@ def check_trainer_config(root, rows=None, estimator=ESTIMATOR):
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"algorithm.adv_estimator={estimator} needs actor_rollout_ref.actor.loss_agg_mode=token-mean "
                          f"(verl's default) or seq-mean-token-sum, got {mode!r}: it rescales advantages against the "
-                         "normaliser of those two modes (grpo_ba_lab/integrations/verl_balanced.py)")
+                         "normaliser of those two modes, and refuses verl's others (seq-mean-token-mean, token-sum, "
+                         "seq-mean-token-sum-norm) (grpo_ba_lab/integrations/verl_balanced.py)")
     loss_mode = (actor.get("policy_loss") or {}).get("loss_mode", "vanilla")
     if loss_mode != "vanilla":
         raise ValueError(f"algorithm.adv_estimator={estimator} needs actor_rollout_ref.actor.policy_loss.loss_mode="
@@ -226,12 +245,44 @@ def check_trainer_config(root, rows=None, estimator=ESTIMATOR):
     return mode, mini_batches
 
 
+def accepted_estimators():
+    """The adv_estimator values verl can run here: this module's four first, then verl's own and
+    any other estimator registered in this process."""
+    ours = [*ESTIMATORS, MEASURE_ONLY]
+    verl = [e.value for e in core_algos.AdvantageEstimator] + sorted(core_algos.ADV_ESTIMATOR_REGISTRY)
+    return ours + [name for name in dict.fromkeys(verl) if name not in ours]
+
+
+def check_estimator_name(estimator):
+    """Refuse, in one line naming the key and the accepted values, an adv_estimator nobody registered
+    (a misspelled grpo_balance would otherwise fail only after Ray and the models have started)."""
+    accepted = accepted_estimators()
+    if estimator not in accepted:
+        raise ValueError(f"algorithm.adv_estimator={estimator!r} is not a registered advantage estimator: "
+                         f"this plugin serves {', '.join(accepted[:4])}; verl's own: {', '.join(accepted[4:])} "
+                         "(grpo_ba_lab/integrations/verl_balanced.py)")
+
+
+def check_loss_agg_mode_name(root, estimator):
+    """grpo_with_bias_metrics runs with any of verl's modes: refuse another value by name."""
+    mode = root.actor_rollout_ref.actor.get("loss_agg_mode", "token-mean")
+    if mode not in VERL_LOSS_AGG_MODES:
+        raise ValueError(f"algorithm.adv_estimator={estimator} needs actor_rollout_ref.actor.loss_agg_mode to be one "
+                         f"of verl's modes, {', '.join(VERL_LOSS_AGG_MODES)}; got {mode!r}")
+
+
 def validate_trainer_config(config):
-    """Refuse at trainer start, in one line, a config in which the estimator named by
-    algorithm.adv_estimator cannot be exact; nothing for another estimator."""
+    """Refuse at trainer start, in one line, an adv_estimator no one registered, and a config in
+    which this module's estimator named by algorithm.adv_estimator cannot run or be exact."""
     estimator = config.algorithm.get("adv_estimator") if "algorithm" in config else None
+    if estimator is None:
+        return
+    estimator = getattr(estimator, "value", estimator)           # an AdvantageEstimator member
+    check_estimator_name(estimator)
     if estimator in ESTIMATORS:
         check_trainer_config(config, None, estimator)
+    elif estimator == MEASURE_ONLY and "actor_rollout_ref" in config:
+        check_loss_agg_mode_name(config, estimator)
 
 
 def _validating_grpo_ba(validate):
@@ -273,7 +324,7 @@ def rule_advantage(estimator, token_level_rewards, response_mask, index=None, co
         _warn_once("no-config", f"{estimator}: no trainer config reached the estimator, so the actor's settings "
                                 "were not checked; assuming loss_agg_mode=token-mean and one mini-batch per batch")
     advantages = _verl_grpo(token_level_rewards, response_mask, index, config, epsilon, norm_adv_by_std_in_grpo)
-    lengths, per_response, order, group_size = _record_bias(advantages, response_mask, index, estimator)
+    lengths, per_response, order, group_size = _record_bias(advantages, response_mask, index, estimator, rule)
     scale = torch.zeros(rows)                                                      # s_i; 0 off the real groups
     if order.numel() > 0:
         scale[order] = rule_coefficients(lengths[order], per_response[order], group_size, rule)
@@ -331,15 +382,27 @@ def _verl_grpo(token_level_rewards, response_mask, index, config, epsilon, norm_
     return advantages
 
 
-def _record_bias(advantages, response_mask, index, estimator=MEASURE_ONLY):
-    """Keep the batch's bias metrics for the next Tracking.log. -> (B,) lengths L_i, (B,) A_i,
-    the rows of the real groups in contiguous order, and the group size G."""
+def trained_metric_names(rule):
+    """The two metrics that name the rule being trained: (its share, its loss at ratio 1)."""
+    return f"trained_{rule}/pos_share", f"trained_{rule}/loss_at_ratio_one"
+
+
+def _record_bias(advantages, response_mask, index, estimator=MEASURE_ONLY, rule=None):
+    """Keep the batch's bias metrics for the next Tracking.log (and, for a rule's estimator, the
+    trained rule's share and loss at ratio 1). -> (B,) lengths L_i, (B,) A_i, the rows of the
+    groups in contiguous order, and the group size G."""
     mask = response_mask.detach().float().cpu()
     lengths = mask.sum(dim=1)                                                      # (B,) L_i
     per_response = response_advantages(advantages.detach().float().cpu(), mask)     # (B,) A_i
     order, group_size = uid_groups(index, lengths, estimator)
     if order.numel() > 0:
-        _pending.append(bias_metrics(per_response[order], lengths[order], group_size))
+        metrics = bias_metrics(per_response[order], lengths[order], group_size)
+        if rule is not None:
+            share, loss = trained_metric_names(rule)
+            metrics[share] = metrics[f"pos_share_{rule}"]
+            metrics[loss] = loss_at_ratio_one(per_response[order] * (lengths[order] > 0),
+                                              mask_from_lengths(lengths[order]), group_size, rule)
+        _pending.append(metrics)
     return lengths, per_response, order, group_size
 
 
@@ -353,8 +416,9 @@ def pending_metrics(clear=True) -> dict[str, float]:
     if not _pending:
         return {}
     out = {}
-    for key in METRICS:
-        values = torch.tensor([m[key] for m in _pending], dtype=torch.float64)
+    keys = [*METRICS, *dict.fromkeys(key for m in _pending for key in m if key not in METRICS)]
+    for key in keys:
+        values = torch.tensor([m[key] for m in _pending if key in m], dtype=torch.float64)
         finite = values[~values.isnan()]
         out[key] = finite.mean().item() if finite.numel() else float("nan")
     if clear:

@@ -429,7 +429,10 @@ def test_measure_only_estimator_keeps_verls_advantages_and_logs_the_same_bias(ve
     assert torch.equal(returns, advantages) and torch.equal(advantages, advantages * mask)   # (B, T), as verl's grpo
     measured = vb.pending_metrics()
     vb.compute_grpo_balanced_advantage(scores, mask, uids, config=trainer_config(verl_base_config, prompts=4).algorithm)
-    assert measured == vb.pending_metrics() and measured["pos_share_token"] != pytest.approx(0.5, abs=1e-2)
+    trained = vb.pending_metrics()
+    assert measured["pos_share_token"] != pytest.approx(0.5, abs=1e-2)
+    # the same four bias metrics; only the estimator that trains a rule names it in two more
+    assert trained == {**measured, "trained_balanced/pos_share": 0.5, "trained_balanced/loss_at_ratio_one": 0.0}
 
 
 def test_worked_example_of_docs_verl_md(verl_base_config):
@@ -446,6 +449,8 @@ def test_worked_example_of_docs_verl_md(verl_base_config):
     assert before.item() == pytest.approx(0.346410, abs=1e-6) and after.item() == pytest.approx(0.0, abs=1e-6)
     assert vb.pending_metrics() == pytest.approx({"pos_share_token": 0.3, "pos_share_sequence": 0.5,
                                                   "pos_share_balanced": 0.5,
-                                                  "token_loss_at_ratio_one": 0.346410}, abs=1e-5)
+                                                  "token_loss_at_ratio_one": 0.346410,
+                                                  "trained_balanced/pos_share": 0.5,        # the rule that trains
+                                                  "trained_balanced/loss_at_ratio_one": 0.0}, abs=1e-5)
     assert bias_metrics(verl_grpo(scores, mask, uids)[order], mask.sum(1)[order], G)["pos_share_token"] == \
         pytest.approx(0.3, abs=1e-6)
