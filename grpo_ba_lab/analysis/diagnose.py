@@ -21,6 +21,18 @@ dump_rollouts writes one per trainer run, and appends), and a file holding sever
 refused with one line listing them unless `--run ID` picks one. Lines without `run` (older
 dumps, completions.jsonl) are one run, read as before.
 
+Advantages as the trainer that wrote the file computed them: lines may carry `adv_scale`
+("std" or "none"), `std` ("population", grpo_ba's; "unbiased", TRL's and verl's) and `eps`
+(TRL 1.16: 1e-4; grpo_ba and verl: 1e-6); TRL's dump_rollouts writes all three. Lines without
+them are grpo_ba's (population std, eps 1e-6); --adv-scale overrides the file's scale.
+
+The report ends with a decision: where the run sits (its step-0 wrong/right length ratio,
+token's share on right answers, the length spread) against the ranges of the toy's registered
+designs (assets/*-v3), what each design whose ratio range covers the run found (its primary
+rows, each with its verdict: holds, contradicted, not detected with the detectable size), and
+a one-line recommendation whose scope is those toy worlds ("no registered design covers this
+range" outside all of them).
+
 Every number comes from grpo_ba's own functions, never from a formula typed twice:
 advantages from `group_advantages`, the per-sign gradient weights from `sign_weights`
 (autograd through the real clipped term and the real aggregators, docs/method.md §3),
@@ -45,7 +57,7 @@ from grpo_ba_lab.integrations.bias_metrics import bias_metrics, loss_at_ratio_on
 
 
 class RolloutsError(UsageError):
-    """A rollouts file --diagnose cannot read: one line on stderr, exit code 2."""
+    """A rollouts file diagnose cannot read: one line on stderr, exit code 2."""
 
 
 # =====================================================================================
@@ -57,7 +69,7 @@ def regime_stats(advantages: torch.Tensor, lengths: torch.Tensor) -> dict[str, f
     """Mean length of positive- and negative-advantage responses (Lbar+, Lbar-), their
     ratio Lbar- / Lbar+, and std/mean of all lengths (population std, as metrics.jsonl)."""
     lengths = lengths.double()                                 # exact means of whole numbers
-    pos, neg = advantages > 0, advantages < 0
+    pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)   # in the loss only
     len_pos = lengths[pos].mean().item() if pos.any() else None
     len_neg = lengths[neg].mean().item() if neg.any() else None
     mean = lengths.mean().item()
@@ -88,6 +100,7 @@ class Line(NamedTuple):
     length: int | float
     step: int | None
     run: str | None
+    convention: tuple            # (adv_scale or None, std, eps): how the trainer computed advantages
 
 
 def _run_id(value, where):
@@ -99,6 +112,44 @@ def _run_id(value, where):
         return str(value)                                  # --run types it as text
     raise RolloutsError(f"{where}: 'run' must be a non-empty string or a whole number, "
                         f"got {json.dumps(value)}")
+
+
+STDS = ("population", "unbiased")       # grpo_ba's (divide by G), TRL's and verl's (by G - 1)
+DEFAULT_CONVENTION = (None, "population", 1e-6)
+
+
+def _convention(row, where):
+    """(adv_scale or None, std, eps) of one line: how the trainer that wrote it computed advantages."""
+    scale, std, eps = row.get("adv_scale"), row.get("std", "population"), row.get("eps", 1e-6)
+    if scale is not None and scale not in ("std", "none"):
+        raise RolloutsError(f"{where}: 'adv_scale' {json.dumps(scale)}: diagnose computes per-group advantages, "
+                            "'std' or 'none' (TRL's scale_rewards='batch' divides by one std of the whole batch)")
+    if std not in STDS:
+        raise RolloutsError(f"{where}: 'std' must be 'population' or 'unbiased', got {json.dumps(std)}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < 1:
+        raise RolloutsError(f"{where}: 'eps' must be a number in [0, 1), got {json.dumps(eps)}")
+    return scale, std, float(eps)
+
+
+def convention_of(path: str, rows: list[Line]) -> tuple:
+    """The run's one (adv_scale or None, std, eps); a run whose lines disagree is refused."""
+    found = list(dict.fromkeys(line.convention for line in rows))
+    if len(found) > 1:
+        number = next(line.number for line in rows if line.convention != found[0])
+        raise RolloutsError(f"{path} line {number}: its adv_scale/std/eps {found[1]} differ from line "
+                            f"{rows[0].number}'s {found[0]}; one run has one advantage convention")
+    return found[0]
+
+
+def trainer_advantages(rewards: torch.Tensor, group_size: int, adv_scale: str = "std",
+                       std: str = "population", eps: float = 1e-6) -> torch.Tensor:
+    """A_i as the trainer computed them: grpo_ba's group_advantages (population std), or the
+    same centring divided by the unbiased std + eps (TRL, verl); a tied group is 0 either way."""
+    if std == "population" or adv_scale == "none":
+        return group_advantages(rewards, group_size, adv_scale, eps)
+    centred = group_advantages(rewards, group_size, "none")                        # (B,), 0 in a tied group
+    spread = rewards.float().view(-1, group_size).std(dim=1, unbiased=True, keepdim=True)   # (P, 1)
+    return (centred.view(-1, group_size) / (spread + eps)).view(-1)
 
 
 def _read_lines(path: str) -> list[Line]:
@@ -121,7 +172,7 @@ def _read_lines(path: str) -> list[Line]:
             rows.append(Line(number, json.dumps(row["group"], sort_keys=True),
                              _number(row["reward"], "reward", where),
                              _number(row["length"], "length", where, integer=True), step,
-                             _run_id(row.get("run"), where)))
+                             _run_id(row.get("run"), where), _convention(row, where)))
     if not rows:
         raise RolloutsError(f"{path}: no responses")
     return rows
@@ -180,7 +231,7 @@ def _batch(path: str, rows, what: str = ""):
         if len(groups[key]) != size:
             raise RolloutsError(f"{path} line {first_line[key]}: group {key} has {len(groups[key])} responses, "
                                 f"group {keys[0]} (line {first_line[keys[0]]}) has {size}{what}; "
-                                "--diagnose needs groups of equal size")
+                                "diagnose needs groups of equal size")
     if size < 2:
         raise RolloutsError(f"{path}: groups of {size} response{what}; a group needs at least 2 for a relative advantage")
     ordered = [row for key in keys for row in groups[key]]
@@ -223,32 +274,46 @@ def read_steps(path: str, rows=None, run_id=None) -> dict[int, tuple]:
     return {step: _batch(path, by_step[step], f" in step {step}") for step in sorted(by_step)}
 
 
-def diagnose_steps(path: str, adv_scale: str = "std", rows=None, run_id=None) -> list[dict]:
+def _conventions(path, rows, adv_scale):
+    """(adv_scale, std, eps) for this run: the file's, --adv-scale first where given."""
+    scale, std, eps = convention_of(path, rows)
+    return adv_scale or scale or "std", std, eps
+
+
+def diagnose_steps(path: str, adv_scale: str | None = None, rows=None, run_id=None) -> list[dict]:
     """One row per step (empty without steps): the step, its bias metrics (each rule's
     positive share, the token rule's loss at ratio 1) and its regime (Lbar+, Lbar-, gap)."""
     out = []
-    for step, (rewards, lengths, group_size) in read_steps(path, rows, run_id).items():
-        advantages = group_advantages(rewards, group_size, adv_scale)
+    rows = read_lines(path, run_id)[0] if rows is None else rows
+    scale, std, eps = _conventions(path, rows, adv_scale)
+    for step, (rewards, lengths, group_size) in read_steps(path, rows).items():
+        advantages = trainer_advantages(rewards, group_size, scale, std, eps)
         out.append({"step": step, "n_groups": rewards.numel() // group_size, "group_size": group_size,
                     **bias_metrics(advantages, lengths, group_size), **regime_stats(advantages, lengths)})
     return out
 
 
-def diagnose(path: str, adv_scale: str = "std", rows=None, run_id=None) -> dict:
-    """The whole file (one run of it) as one batch: advantages, regime statistics and bias
-    metrics; with `run` when the lines name their run."""
+def diagnose(path: str, adv_scale: str | None = None, rows=None, run_id=None) -> dict:
+    """The whole file (one run of it) as one batch: advantages (as the trainer that wrote the
+    file computed them), regime statistics and bias metrics; with `run` when the lines name
+    their run. A file whose responses all have length 0 is refused in one line."""
     if rows is None:
         rows, run_id = read_lines(path, run_id)
+    adv_scale, std, eps = _conventions(path, rows, adv_scale)
     rewards, lengths, group_size = read_rollouts(path, rows)
-    advantages = group_advantages(rewards, group_size, adv_scale)                         # (B,)
+    if not (lengths > 0).any():
+        raise RolloutsError(f"{_named(path, run_id)}: all {lengths.numel()} responses have length 0: no token is "
+                            "in the loss, so no rule weighs anything (a fully masked batch?)")
+    advantages = trainer_advantages(rewards, group_size, adv_scale, std, eps)             # (B,)
     no_signal = (advantages.view(-1, group_size) == 0).all(dim=1)                          # (P,)
     mask = mask_from_lengths(lengths)                                                      # (B, T)
     losses = {f"loss_at_ratio_one_{rule}": loss_at_ratio_one(advantages, mask, group_size, rule)
               for rule in AGGREGATORS}
     return {**bias_metrics(advantages, lengths, group_size), **regime_stats(advantages, lengths), **losses,
+            "binary": bool(((rewards == rewards.min()) | (rewards == rewards.max())).all()),
             "n_groups": rewards.numel() // group_size, "group_size": group_size,
             "n_responses": rewards.numel(), "groups_without_signal": int(no_signal.sum()),
-            "adv_scale": adv_scale, **({"run": run_id} if run_id is not None else {})}
+            "adv_scale": adv_scale, "std": std, "eps": eps, **({"run": run_id} if run_id is not None else {})}
 
 
 # =====================================================================================
@@ -265,7 +330,7 @@ def reading(s: dict) -> str:
     paper = ("The paper finds that a large gap between the lengths of positive and negative responses "
              "hurts token aggregation (its Qwen3-1.7B case) and that high length variance hurts sequence "
              "aggregation (its Qwen2.5-Math-7B case); Balanced Aggregation is meant to be robust to both.")
-    if s["len_pos"] is None or s["len_neg"] is None:
+    if s["len_pos"] is None or s["len_neg"] is None or s["neg_over_pos"] is None:
         return paper + " Here no group has both signs of advantage, so no rule has a gradient to bias."
     longer, shorter, ratio = (("negative", "positive", s["neg_over_pos"]) if s["len_neg"] >= s["len_pos"]
                               else ("positive", "negative", 1 / s["neg_over_pos"]))
@@ -284,7 +349,8 @@ def format_report(path: str, s: dict) -> str:
     lines = [
         f"{_named(path, s.get('run'))}: {s['n_responses']} responses in {s['n_groups']} groups "
         f"of {s['group_size']} "
-        f"(advantages: {s['adv_scale']} scaling; the whole file as one batch)",
+        f"(advantages: {s['adv_scale']} scaling"
+        + (f", {s['std']} std + {s['eps']:g}" if s['adv_scale'] == "std" else "") + "; the whole file as one batch)",
         f"groups whose rewards are all equal (no gradient under any rule): {s['groups_without_signal']} of {s['n_groups']}",
         "",
         "regime",
@@ -296,12 +362,14 @@ def format_report(path: str, s: dict) -> str:
         "rule       share of gradient weight on positive responses   loss at ratio 1",
         *(f"{rule:<10s} {_fmt(s[f'pos_share_{rule}'], '.3f'):<48s} {s[f'loss_at_ratio_one_{rule}']:+.4f}"
           for rule in AGGREGATORS),
+        *(["(sequence's and balanced's 0.500 and zero loss are identities with binary rewards: each sign "
+           "gets its advantage mass / G; token's share is the measurement)"] if s.get("binary") else []),
         "",
         textwrap.fill("reading: " + reading(s), width=100, subsequent_indent="  "),
     ]
     keys = ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one", "len_pos",
             "len_neg", "neg_over_pos", "std_over_mean", "len_mean", "n_groups", "group_size", "n_responses",
-            "groups_without_signal", "adv_scale", *(("run",) if "run" in s else ()))
+            "groups_without_signal", "adv_scale", "std", "eps", *(("run",) if "run" in s else ()))
     summary = {k: (None if math.isnan(s[k]) else float(f"{s[k]:.6g}")) if isinstance(s[k], float) else s[k]
                for k in keys}                              # 6 significant digits, within float32 precision
     return "\n".join(lines + [json.dumps(summary)])
@@ -353,6 +421,231 @@ def plot_steps(steps: list[dict], png: str, title: str = "") -> str:
     return png
 
 
+# =====================================================================================
+# The decision: where the run sits against the toy's registered designs
+# =====================================================================================
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BAND_REPORTS = (("strong-band-v3", "assets/strong-band-v3/consequences.md"),
+                ("endless-band-v3", "assets/endless-band-v3/consequences.md"),
+                ("demo-band-v3", "assets/demo-band-v3/consequences.md"))
+REGIME_REPORT = ("regime-v3", "assets/regime-v3/regime.md", "assets/regime-v3/runs.tar.gz")
+REGIME_LEVELS = ("none", "weak", "strong")
+NOT_CITED = "regime-v4 (registrations/regime-v4.md) is registered and has no results yet: nothing of it is cited"
+SHARE_COLUMN = "weight share on right answers, run mean"
+SCOPE = ("scope: the toy's worlds in those designs (a tiny model on toy arithmetic, last held-out accuracy), "
+         "not your model or task")
+
+
+class Finding(NamedTuple):
+    """One primary row of a design's report."""
+    row: str                     # "balanced - token, last held-out acc"
+    mean: float                  # its pooled mean
+    interval: str                # "+0.077 [+0.058, +0.095]"
+    verdict: str                 # "holds", "contradicted" or "not detected (0.031 or more ...)"
+    word: str                    # "holds", "contradicted" or "not detected"
+
+
+class Design(NamedTuple):
+    """One registered design as its report gives it."""
+    name: str
+    source: str                  # the report (and archive) the numbers come from
+    ratios: list                 # step-0 wrong/right, one per run (seed x machine variant)
+    shares: list                 # token's weight share on right answers, run mean, one per run
+    spreads: list                # step-0 length std/mean, one per run
+    findings: list               # its primary rows
+    manipulation: str            # the report's manipulation check line, or ""
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _table(lines: list[str], first_header: str) -> tuple[list[str], list[list[str]]]:
+    """The markdown table whose header row starts with `first_header`: (header, rows)."""
+    for at, line in enumerate(lines):
+        if line.startswith(first_header):
+            rows = []
+            for body in lines[at + 2:]:
+                if not body.startswith("|"):
+                    break
+                rows.append(_cells(body))
+            return _cells(line), rows
+    raise RolloutsError(f"no table starting {first_header!r} in a registered design's report")
+
+
+def _verdict(cell: str) -> tuple[str, str]:
+    """A report's verdict cell -> (verdict with the detectable size, its word)."""
+    cell = cell.split(". Not a verdict")[0]
+    for word in ("holds", "contradicted"):
+        if cell.startswith(word):
+            return word, word
+    if cell.startswith("not detected"):
+        size = cell.split("differences of ")[1].split(" or more")[0] if "differences of " in cell else "?"
+        return f"not detected (differences of {size} or more would have been seen at 80% power)", "not detected"
+    return cell, cell
+
+
+def _findings(rows, row_name, at=None) -> list[Finding]:
+    """Primary rows (label starting "primary"), optionally only those naming `at` (" at strong")."""
+    out = []
+    for cells in rows:
+        label = cells[2] if row_name == 2 else cells[1]
+        if not label.startswith("primary"):
+            continue
+        name = f"{cells[0]}, {cells[1]}" if row_name == 2 else cells[0]
+        if at is not None and f" at {at}" not in name:
+            continue
+        pooled = cells[4] if row_name == 2 else cells[3]
+        verdict, word = _verdict(cells[-1])
+        out.append(Finding(name, float(pooled.split()[0]), pooled, verdict, word))
+    return out
+
+
+def band_design(name: str, report: str, repo: str = REPO) -> Design:
+    """A band design from its consequences.md: the step-0 table (wrong/right, std/mean per run),
+    token's per-run share from the per-rule table, and the primary rows."""
+    with open(os.path.join(repo, report), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    header, rows = _table(lines, "| seed | variant |")
+    ratio_at, spread_at = header.index("wrong/right"), header.index("std/mean")
+    ratios = [float(row[ratio_at]) for row in rows]
+    spreads = [float(row[spread_at]) for row in rows]
+    header, rows = _table(lines, "| rule | seeds |")
+    column = next(at for at, title in enumerate(header) if title.startswith(SHARE_COLUMN))
+    token = next(row for row in rows if row[0] == "token")
+    shares = [float(value) for value in token[column].split(";")[1].split()]
+    _, rows = _table(lines, "| pair | metric | label |")
+    manipulation = next((line for line in lines if line.startswith("Manipulation check")), "")
+    return Design(name, report, ratios, shares, spreads, _findings(rows, 2), manipulation)
+
+
+def regime_designs(repo: str = REPO) -> list[Design]:
+    """regime-v3's three levels, each a design: per-unit step-0 wrong/right, std/mean and token's
+    run-mean share from the runs archive (the token runs of the seeds the report names), the
+    primary rows that name the level."""
+    import re
+    import tarfile
+    name, report, archive = REGIME_REPORT
+    with open(os.path.join(repo, report), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    first, last = map(int, re.search(r"\((\d+)-(\d+):", lines[0]).groups())    # the seeds the report kept
+    _, level_rows = _table(lines, "| level | design |")
+    checks = {row[0]: row[-1] for row in level_rows}
+    _, rows = _table(lines, "| row | label |")
+    units: dict[str, list] = {}
+    with tarfile.open(os.path.join(repo, archive)) as tar:
+        for member in tar.getmembers():
+            parts = member.name.split("/")
+            if len(parts) != 4 or parts[2] != "token" or parts[3] != "metrics.jsonl":
+                continue
+            if not first <= int(re.match(r"s(\d+)-", parts[1]).group(1)) <= last:
+                continue
+            steps = [json.loads(text) for text in tar.extractfile(member).read().decode().splitlines()]
+            shares = [step["pos_share_token"] for step in steps if step.get("pos_share_token") is not None]
+            units.setdefault(parts[0], []).append((steps[0]["wrong_over_right"], sum(shares) / len(shares),
+                                                   steps[0]["std_over_mean"]))
+    out = []
+    for level in REGIME_LEVELS:
+        values = units.get(f"regime-{level}", [])
+        out.append(Design(f"{name} {level} (regime-{level})", f"{report}, {archive} (seeds {first}-{last})",
+                          [v[0] for v in values], [v[1] for v in values], [v[2] for v in values],
+                          _findings(rows, 1, level), f"manipulation check: {checks.get(level, '?')}"))
+    return out
+
+
+def registered_designs(repo: str = REPO) -> list[Design]:
+    """The designs with registered results diagnose compares a run with, from their reports."""
+    return [band_design(name, report, repo) for name, report in BAND_REPORTS] + regime_designs(repo)
+
+
+def _span(values, spec=".2f") -> str:
+    return f"{min(values):{spec}}-{max(values):{spec}}" if values else "n/a"
+
+
+def covers(design: Design, ratio) -> bool:
+    """Does the design's step-0 wrong/right range contain the run's ratio?"""
+    return ratio is not None and bool(design.ratios) and min(design.ratios) <= ratio <= max(design.ratios)
+
+
+def recommendation(designs: list[Design], ratio) -> str:
+    """One line, its scope never wider than the designs that cover the run's ratio."""
+    if ratio is None:
+        return ("recommendation: none: no group has both signs of advantage, so the run has no step-0 "
+                "wrong/right ratio to place")
+    covering = [d for d in designs if covers(d, ratio)]
+    if not covering:
+        low = min(min(d.ratios) for d in designs if d.ratios)
+        high = max(max(d.ratios) for d in designs if d.ratios)
+        return (f"recommendation: no registered design covers this range (your wrong/right {ratio:.2f}; the "
+                f"designs span {low:.2f}-{high:.2f}): the toy's evidence says nothing about this run; compare "
+                "the rules on your own task")
+    votes = [(d.name, f) for d in covering for f in d.findings          # the one metric every design has
+             if f.row.startswith("balanced - token") and "last held-out acc" in f.row]
+    favour = [name for name, f in votes if f.word == "holds" and f.mean > 0]
+    against = [name for name, f in votes if f.word in ("holds", "contradicted") and f.mean < 0]
+    silent = [name for name, f in votes if f.word == "not detected"]
+    if not votes:
+        return ("recommendation: none from the toy: the designs covering your ratio ("
+                + ", ".join(d.name for d in covering) + ") have no primary balanced - token row on last held-out "
+                f"accuracy; {SCOPE}")
+    if favour and not against and not silent:
+        return ("recommendation: try balanced in place of token aggregation: balanced - token on last held-out "
+                "accuracy holds in every design covering your ratio (" + ", ".join(favour) + f"); {SCOPE}")
+    if favour and not against:
+        return ("recommendation: try balanced against token on your own task, without expecting a gain: at your "
+                "ratio balanced - token on last held-out accuracy holds in " + ", ".join(favour) + " and is not detected in "
+                + ", ".join(silent) + f"; {SCOPE}")
+    if against:
+        return ("recommendation: do not switch to balanced on the toy's word: balanced - token on last held-out "
+                "accuracy holds against balanced in " + ", ".join(against) + f"; {SCOPE}")
+    return ("recommendation: no rule change from the toy's evidence: at your ratio balanced - token on last "
+            "held-out accuracy is not detected in " + ", ".join(silent) + f"; {SCOPE}")
+
+
+def placement(summary: dict, steps: list[dict]) -> dict:
+    """The run's numbers placed against the designs: step 0's batch when the lines carry steps
+    (the designs' ranges are step 0's), else the whole file."""
+    first = steps[0] if steps else None
+    source = summary if first is None else {**first, "std_over_mean": first.get("std_over_mean")}
+    return {"where": "the whole file as one batch" if first is None else f"step {first['step']}'s batch",
+            "ratio": source["neg_over_pos"], "share": source["pos_share_token"],
+            "spread": source["std_over_mean"]}
+
+
+def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple[str, dict]:
+    """The decision block and its numbers (for the JSON line)."""
+    try:
+        designs = registered_designs(repo)
+    except OSError:
+        return ("decision: the registered designs' reports (assets/ of a clone of this repository) are not "
+                "here, so this run is not placed against them"), {}
+    run = placement(summary, steps)
+    ratio = run["ratio"]
+    lines = ["decision: this run against the toy's registered designs",
+             f"  this run ({run['where']}): wrong/right (Lbar-/Lbar+) {_fmt(ratio)}, token's share on right answers "
+             f"{_fmt(run['share'], '.3f')}, length std/mean {_fmt(run['spread'])}",
+             f"  {'design':<34s} {'runs':>4s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
+             f"{'std/mean':>9s}  covers your ratio"]
+    for d in designs:
+        lines.append(f"  {d.name:<34s} {len(d.ratios):>4d}  {_span(d.ratios):>18s}  {_span(d.shares, '.3f'):>22s}  "
+                     f"{_span(d.spreads):>9s}  {'yes' if covers(d, ratio) else 'no'}")
+    covering = [d for d in designs if covers(d, ratio)]
+    lines.append("  what the designs covering your ratio found (primary rows; verdicts: holds, contradicted, "
+                 "not detected):" if covering else "  no design's step-0 wrong/right range covers your ratio")
+    for d in covering:
+        if not d.findings:
+            lines.append(f"    {d.name}: no primary row at this level")
+        for f in d.findings:
+            lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}")
+    lines.append(f"  not cited: {NOT_CITED}")
+    rec = recommendation(designs, ratio)
+    lines.append(rec)
+    numbers = {"placed_on": run["where"], "covering_designs": [d.name for d in covering],
+               "recommendation": rec.split(":", 1)[0] if rec.startswith("recommendation") else rec}
+    return "\n".join(lines), numbers
+
+
 def _check_figure_format(png: str):
     """An extension matplotlib cannot write is refused before anything is read or printed."""
     from matplotlib.backend_bases import FigureCanvasBase
@@ -362,7 +655,7 @@ def _check_figure_format(png: str):
                             "use a .png name")
 
 
-def run(path: str, adv_scale: str = "std", out=print, figure: str | None = None,
+def run(path: str, adv_scale: str | None = None, out=print, figure: str | None = None,
         run_id: str | None = None) -> dict:
     """`python -m grpo_ba_lab.analysis.diagnose PATH`: print the report; its last line is one JSON
     object. Lines with `step` first get the step-by-step table (and `figure`, a PNG).
@@ -372,6 +665,7 @@ def run(path: str, adv_scale: str = "std", out=print, figure: str | None = None,
     rows, run_id = read_lines(path, run_id)        # parsed and checked once: the file can be large
     summary = diagnose(path, adv_scale, rows, run_id)
     steps = diagnose_steps(path, adv_scale, rows)
+    decision, _ = format_decision(summary, steps)
     if figure and not steps:
         raise RolloutsError(f"{path}: --figure plots the bias per step, and no line has a 'step'")
     if steps:
@@ -380,7 +674,8 @@ def run(path: str, adv_scale: str = "std", out=print, figure: str | None = None,
             title = f"{_named(os.path.basename(path), run_id)} ({adv_scale} advantages)"
             out(f"figure: {plot_steps(steps, figure, title=title)}")
         out("")
-    out(format_report(path, summary))
+    report = format_report(path, summary).split("\n")
+    out("\n".join(report[:-1] + ["", decision, report[-1]]))    # the JSON line stays last
     return summary
 
 
@@ -397,8 +692,9 @@ def main(argv=None) -> int:
                     "printed is one JSON object.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("file", metavar="FILE", help="rollouts or completions, one JSON object per line")
-    parser.add_argument("--adv-scale", choices=("std", "none"), default="std",
-                        help="advantages as GRPO (std: divided by the group's reward std) or Dr. GRPO (none)")
+    parser.add_argument("--adv-scale", choices=("std", "none"), default=None,
+                        help="advantages as GRPO (std: divided by the group's reward std) or Dr. GRPO (none); "
+                             "default: the lines' adv_scale (TRL's dump writes it), else std")
     parser.add_argument("--figure", metavar="PNG", default=None,
                         help="also plot each rule's positive share per step into this PNG (needs lines with 'step')")
     parser.add_argument("--run", metavar="ID", default=None,

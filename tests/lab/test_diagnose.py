@@ -194,3 +194,150 @@ def test_a_binary_file_or_a_figure_format_matplotlib_lacks_is_one_line(tmp_path,
     path = write_runs(tmp_path / "one.jsonl", {"run-a": FIRST_RUN})
     code, out, err = run_diagnose(capsys, path, "--figure", str(tmp_path / "bias.xyz"))
     assert code == 2 and out == "" and err.count("\n") == 1 and ".xyz" in err
+
+
+# =====================================================================================
+# Issue 67: the trainer's advantages, the loss's lengths, an empty file, the decision
+# =====================================================================================
+
+
+def write_lines(path, lines):
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+@pytest.mark.parametrize("group_size", [4, 8])
+def test_diagnose_uses_the_unbiased_std_a_trl_dump_records(tmp_path, group_size):
+    """TRL and verl divide by the unbiased std: read as grpo_ba's population std, a TRL dump's drift
+    comes out sqrt(G/(G-1)) too large (issue 67: 1.1549 at G = 4, 1.0692 at G = 8)."""
+    half = group_size // 2
+    rows = [{"group": g, "reward": float(i < half), "length": 3 if i < half else 7 + g}
+            for g in range(3) for i in range(group_size)]
+    population = diagnose.diagnose(write_lines(tmp_path / "course.jsonl", rows))
+    trl = diagnose.diagnose(write_lines(tmp_path / "trl.jsonl",
+                                        [{**row, "adv_scale": "std", "std": "unbiased", "eps": 1e-4} for row in rows]))
+    assert (trl["std"], trl["eps"], population["std"]) == ("unbiased", 1e-4, "population")
+    ratio = population["token_loss_at_ratio_one"] / trl["token_loss_at_ratio_one"]
+    assert ratio == pytest.approx((group_size / (group_size - 1)) ** 0.5, rel=1e-3)
+    assert ratio == pytest.approx({4: 1.1549, 8: 1.0692}[group_size], abs=2e-4)       # the issue's numbers
+    assert trl["pos_share_token"] == pytest.approx(population["pos_share_token"], rel=1e-6)   # shares: scale-free
+
+
+def test_the_files_adv_scale_is_used_and_the_flag_overrides_it(tmp_path):
+    rows = [{"group": "a", "reward": r, "length": n, "adv_scale": "none"} for r, n in ((1, 4), (0, 9), (1, 3), (0, 8))]
+    path = write_lines(tmp_path / "r.jsonl", rows)
+    assert diagnose.diagnose(path)["adv_scale"] == "none"
+    assert diagnose.diagnose(path, adv_scale="std")["adv_scale"] == "std"
+
+
+@pytest.mark.parametrize("second, words", [
+    ({"std": "unbiased"}, "line 2: its adv_scale/std/eps"),
+    ({"adv_scale": "batch"}, "line 2: 'adv_scale' \"batch\""),
+    ({"std": "sample"}, "line 2: 'std' must be"),
+])
+def test_a_run_with_two_advantage_conventions_or_one_diagnose_cannot_compute_is_one_line(tmp_path, capsys, second,
+                                                                                           words):
+    rows = [{"group": "a", "reward": 1, "length": 3}, {"group": "a", "reward": 0, "length": 5, **second}]
+    code, out, err = run_diagnose(capsys, write_lines(tmp_path / "r.jsonl", rows))
+    assert code == 2 and out == "" and err.count("\n") == 1 and words in err
+
+
+def test_a_file_whose_responses_are_all_empty_is_one_line_and_exit_2(tmp_path, capsys):
+    path = write_rollouts(tmp_path / "empty.jsonl", [(g, r, 0) for g, r, _ in LONG_WRONG])
+    code, out, err = run_diagnose(capsys, path)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "all 12 responses have length 0" in err
+
+
+def test_no_message_names_a_diagnose_flag_that_does_not_exist(tmp_path, capsys):
+    import inspect
+    assert "--diagnose" not in inspect.getsource(diagnose)
+    code, _, err = run_diagnose(capsys, write_rollouts(tmp_path / "r.jsonl", LONG_WRONG[:7]))
+    assert code == 2 and "diagnose needs groups of equal size" in err
+
+
+def test_lengths_of_responses_without_tokens_are_not_in_the_mean_lengths(tmp_path):
+    rows = [("a", 1, 4), ("a", 0, 10), ("a", 1, 0), ("a", 0, 6)]
+    report = diagnose.diagnose(write_rollouts(tmp_path / "r.jsonl", rows))
+    assert (report["len_pos"], report["len_neg"]) == (4.0, 8.0)
+
+
+# ---- the registered designs, read from their reports
+
+
+def test_the_regime_levels_read_from_the_archive_give_the_reports_level_row():
+    """regime-v3's per-unit step-0 values come from its runs archive (the seeds its report kept):
+    their means are the report's level row, computed here from the report's own table."""
+    import os
+    designs = {d.name: d for d in diagnose.registered_designs()}
+    with open(os.path.join(diagnose.REPO, diagnose.REGIME_REPORT[1])) as f:
+        lines = f.read().splitlines()
+    _, rows = diagnose._table(lines, "| level | design |")
+    assert [row[0] for row in rows] == list(diagnose.REGIME_LEVELS)
+    for row in rows:
+        design = designs[f"regime-v3 {row[0]} (regime-{row[0]})"]
+        assert len(design.ratios) == 18                                   # 9 seeds x 2 variants
+        assert f"{statistics.fmean(design.ratios):.2f}" == row[4].split()[0]
+        assert f"{statistics.fmean(design.shares):.3f}" == row[5]
+
+
+def test_each_band_design_has_one_step0_ratio_and_one_token_share_per_run():
+    import re
+    for design in diagnose.registered_designs()[:3]:
+        header = open(f"{diagnose.REPO}/{design.source}").readline()
+        seeds = int(re.search(r"(\d+) (?:of its \d+ registered )?seeds", header).group(1))
+        assert len(design.ratios) == len(design.shares) == len(design.spreads) == 2 * seeds, design.name
+        assert design.findings and all(f.word in ("holds", "contradicted", "not detected") for f in design.findings)
+
+
+def rollouts_at(ratio, groups=6, right=100):
+    """Binary-reward groups of G = 4, two right answers of `right` tokens and two wrong ones of
+    round(ratio * right): Lbar-/Lbar+ = that ratio to within 0.01."""
+    wrong = round(ratio * right)
+    return [{"group": g, "reward": r, "length": right if r else wrong} for g in range(groups) for r in (1, 0, 1, 0)]
+
+
+def decision_of(tmp_path, capsys, lines):
+    code, out, err = run_diagnose(capsys, write_lines(tmp_path / "r.jsonl", lines))
+    assert code == 0, err
+    block = out.split("decision:")[1].rsplit("\n", 2)[0]
+    return block
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_a_run_inside_a_designs_range_is_placed_there_with_the_designs_verdicts(tmp_path, capsys, index):
+    design = diagnose.registered_designs()[index]
+    middle = (min(design.ratios) + max(design.ratios)) / 2
+    block = decision_of(tmp_path, capsys, rollouts_at(middle))
+    table_row = next(line for line in block.splitlines() if line.strip().startswith(design.name))
+    assert table_row.endswith("yes")
+    for finding in design.findings:
+        assert f"{design.name}: {finding.row}: {finding.verdict}" in block
+    recommendation = block.splitlines()[-1]
+    assert recommendation.startswith("recommendation: ") and "scope: the toy's worlds" in recommendation
+    assert "no registered design covers" not in recommendation
+
+
+@pytest.mark.parametrize("side", ["below", "above"])
+def test_a_run_outside_every_designs_range_gets_no_registered_design_covers_this_range(tmp_path, capsys, side):
+    designs = diagnose.registered_designs()
+    low, high = min(min(d.ratios) for d in designs), max(max(d.ratios) for d in designs)
+    block = decision_of(tmp_path, capsys, rollouts_at(low * 0.8 if side == "below" else high * 1.2))
+    assert all(line.endswith(" no") for line in block.splitlines() if line.strip().startswith(("strong", "endless",
+                                                                                             "demo", "regime-v3")))
+    assert block.splitlines()[-1].startswith("recommendation: no registered design covers this range")
+
+
+def test_the_decision_cites_no_result_of_regime_v4_and_uses_only_the_three_verdict_words(tmp_path, capsys):
+    block = decision_of(tmp_path, capsys, rollouts_at(2.0))
+    assert [line for line in block.splitlines() if "regime-v4" in line] == [
+        f"  not cited: {diagnose.NOT_CITED}"]
+    verdicts = [line.split(": ")[2].split(";")[0] for line in block.splitlines() if line.startswith("    ")]
+    assert verdicts and all(v.split(" (")[0] in ("holds", "contradicted", "not detected") for v in verdicts)
+
+
+def test_a_run_with_steps_is_placed_by_its_first_step(tmp_path, capsys):
+    lines = [{**line, "step": 0} for line in rollouts_at(0.5)] + \
+            [{**line, "group": f"s1-{line['group']}", "step": 1} for line in rollouts_at(3.0)]
+    block = decision_of(tmp_path, capsys, lines)
+    assert "this run (step 0's batch): wrong/right (Lbar-/Lbar+) 0.50" in block
+    assert block.splitlines()[-1].startswith("recommendation: no registered design covers this range")
