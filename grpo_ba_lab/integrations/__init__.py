@@ -1,7 +1,8 @@
 """integrations -- the paper's three aggregation rules and their bias metrics inside other trainers.
 
 - trl_balanced: TRL's GRPOTrainer with any of the three rules, per group and exact
-  (AggregationGRPOTrainer(rule=...); BalancedGRPOTrainer is rule="balanced"), or with bias metrics only
+  (AggregationGRPOTrainer with AggregationGRPOConfig(aggregation_rule=...); BalancedGRPOTrainer is
+  aggregation_rule="balanced"), or with bias metrics only
 - verl_balanced: the three rules as verl advantage estimators (grpo_token, grpo_sequence,
   grpo_balanced), with the bias metrics in verl's logs
 - bias_metrics: each rule's share of gradient weight on positive responses and the token rule's

@@ -1,18 +1,19 @@
 """The paper's three aggregation rules inside TRL's GRPOTrainer, per group and exact; the bias in TRL's logs.
 
-    from grpo_ba_lab.integrations.trl_balanced import AggregationGRPOTrainer
-    config = GRPOConfig(..., loss_type="dapo")        # TRL's default; required: see below
-    trainer = AggregationGRPOTrainer(rule="token", model=..., reward_funcs=..., args=config, train_dataset=...)
+    from grpo_ba_lab.integrations.trl_balanced import AggregationGRPOConfig, AggregationGRPOTrainer
+    config = AggregationGRPOConfig(output_dir="run", aggregation_rule="token")   # any GRPOConfig field too
+    trainer = AggregationGRPOTrainer(model=model, reward_funcs=my_reward, args=config, train_dataset=dataset)
     trainer.train()
 
-`rule` is one of grpo_ba's three rules (docs/method.md §2-§5), each applied per group of G
-responses and then averaged over the P groups of the generation batch:
+(`model`, `my_reward` and `dataset` are yours: anything GRPOTrainer takes.) The rule is a
+config field, `aggregation_rule`, one of grpo_ba's three rules (docs/method.md §2-§5), each
+applied per group of G responses and then averaged over the P groups of the generation batch:
 
     "token"     J_tok = mean_p (1 / sum_i L_i) sum_i sum_t l_it    DAPO's paper's token mean, per group
     "sequence"  J_seq = mean_p (1 / G) sum_i (1 / L_i) sum_t l_it  original GRPO
     "balanced"  J_BA  (docs/method.md §4)                          Balanced Aggregation; the default
 
-`BalancedGRPOTrainer` is `AggregationGRPOTrainer(rule="balanced")`. TRL's own `dapo` pools
+`BalancedGRPOTrainer` is `AggregationGRPOTrainer` held to `aggregation_rule="balanced"`. TRL's own `dapo` pools
 tokens over the whole batch (sum_it l_it / N): it equals "token" only when every group has
 the same total length (tests/lab/test_trl_rules.py shows both cases); docs/trainer-names.md
 maps every TRL loss_type to its formula.
@@ -41,9 +42,12 @@ gathered lengths and TRL's advantages (before the rescaling):
                                                               ratio 1 on positive-advantage responses
     token_loss_at_ratio_one                                   J_tok at ratio 1: its drift (docs/method.md §3)
 
-`AggregationGRPOTrainer` logs them, whatever its rule; for the plain trainer (any
-loss_type) use `GRPOTrainerWithBiasMetrics`, or mix `BiasMetricsMixin` into your own
-subclass: `class MyTrainer(BiasMetricsMixin, GRPOTrainer)`.
+`AggregationGRPOTrainer` logs them, whatever its rule, and two more whose names say which rule it
+trains: aggregation/trained_<rule>/pos_share (that rule's share) and
+aggregation/trained_<rule>/loss_at_ratio_one (J_rule at ratio 1), e.g. aggregation/trained_balanced/pos_share.
+For the plain trainer (any loss_type) use `GRPOTrainerWithBiasMetrics`, or mix `BiasMetricsMixin`
+into your own subclass: `class MyTrainer(BiasMetricsMixin, GRPOTrainer)`; they log no trained_* metric
+(TRL's own loss_type trains, none of the three rules).
 
 Several processes (DDP, e.g. `accelerate launch` or `torchrun`). TRL lays the global
 generation batch out process after process, groups contiguous, and a group may span
@@ -75,11 +79,17 @@ dapo divides each slice by N * GA / spg, so
 GA settings are tested in tests/lab/test_trl_balanced.py and tests/lab/test_trl_rules.py.
 
 Your run's rollouts for `python -m grpo_ba_lab.analysis.diagnose`: wrap the reward function,
-`reward_funcs=dump_rollouts(my_reward, "rollouts.jsonl", num_generations=8)`; it
-returns the same rewards and appends one {"group", "reward", "length", "step", "run"}
-line per completion (one file per process with several processes: concatenate them).
-`run` is one id per trainer run, the same on every process, so runs appended to one
-file are never read as one batch. Runnable examples: grpo_ba_lab/examples/trl_balanced.py, and
+`reward_funcs=dump_rollouts(my_reward, "rollouts.jsonl", num_generations=8)`, in a trainer
+with the bias metrics (AggregationGRPOTrainer, BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics
+or your BiasMetricsMixin subclass; a plain GRPOTrainer is refused at the first batch, in one
+line). It returns the same rewards and appends one {"group", "reward", "length", "step", "run",
+"adv_scale", "std", "eps"} line per completion (one file per process with several processes:
+concatenate them). `length` is the completion's tokens in TRL's loss mask (0 for a completion
+masked by mask_truncated_completions; tool results left out), and adv_scale / std / eps say
+how TRL computed the advantages (scale_rewards "group" -> "std", "none" -> "none"; TRL's
+unbiased std, eps 1e-4), so diagnose computes TRL's advantages, not its own. `run` is one id
+per trainer run, the same on every process, so runs appended to one file are never read as
+one batch. Runnable examples: grpo_ba_lab/examples/trl_balanced.py, and
 grpo_ba_lab/examples/trl_three_rules.py (the paper's comparison: the three rules from one start).
 
 Tested with trl 1.16.0 (transformers 5.24, accelerate 1.15); the [trl] extra allows
@@ -195,21 +205,64 @@ def gathered_lengths_and_advantages(trainer, output):
     return lengths, advantages
 
 
+def trained_metric_names(rule):
+    """The two metrics that name the rule being trained: (its share, its loss at ratio 1)."""
+    return f"{METRIC_PREFIX}trained_{rule}/pos_share", f"{METRIC_PREFIX}trained_{rule}/loss_at_ratio_one"
+
+
 def log_bias_metrics(trainer, lengths, advantages):
     """Append diagnose.bias_metrics of one generation batch to TRL's metrics; TRL averages
-    them over the logging window. Every process holds the same gathered batch, hence the same values."""
+    them over the logging window. Every process holds the same gathered batch, hence the same values.
+    A trainer of one of the three rules (`trainer.rule`) also logs trained_metric_names(rule)."""
     mode = "train" if trainer.model.training else "eval"
-    for name, value in bias_metrics(advantages, lengths, _group_size(trainer)).items():
+    group_size = _group_size(trainer)
+    metrics = bias_metrics(advantages, lengths, group_size)
+    for name, value in metrics.items():
         trainer._metrics[mode][f"{METRIC_PREFIX}{name}"].append(value)   # NaN (no signal) is skipped by TRL's log
+    rule = getattr(trainer, "rule", None)
+    if rule in RULES:
+        share, loss = trained_metric_names(rule)
+        trainer._metrics[mode][share].append(metrics[f"pos_share_{rule}"])
+        trainer._metrics[mode][loss].append(rule_loss_at_ratio_one(advantages, lengths, group_size, rule))
+
+
+def rule_loss_at_ratio_one(advantages, lengths, group_size, rule):
+    """J_rule at ratio 1 on the batch, empty responses contributing nothing (bias_metrics' choice)."""
+    from grpo_ba_lab.integrations.bias_metrics import loss_at_ratio_one
+    lengths = lengths.detach().float().cpu()
+    return loss_at_ratio_one(advantages.detach().float().cpu() * (lengths > 0), mask_from_lengths(lengths),
+                             group_size, rule)
+
+
+def dump_writers(trainer):
+    """The dump_rollouts wrappers among the trainer's reward functions."""
+    return [func for func in getattr(trainer, "reward_funcs", []) if getattr(func, "dumps_rollouts", False)]
 
 
 class BiasMetricsMixin:
-    """Mix into a GRPOTrainer subclass: logs the bias metrics of every generation batch."""
+    """Mix into a GRPOTrainer subclass: logs the bias metrics of every generation batch, and
+    lets dump_rollouts write each completion's length as TRL's loss mask counts it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for writer in dump_writers(self):
+            writer.attach(self)
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
+        write_dumped_rollouts(self, output)
         log_bias_metrics(self, *gathered_lengths_and_advantages(self, output))
         return output
+
+
+def write_dumped_rollouts(trainer, output):
+    """Write the lines the dump_rollouts wrappers hold for this batch, with the loss mask's lengths."""
+    writers = dump_writers(trainer)
+    if writers:
+        check_trl_batch(output)
+        lengths = loss_mask(output).sum(dim=1).tolist()                    # this process's rows, TRL's order
+        for writer in writers:
+            writer.write(lengths)
 
 
 class GRPOTrainerWithBiasMetrics(BiasMetricsMixin, GRPOTrainer):
@@ -280,7 +333,7 @@ def aggregation_config(args, model, name, rule=None):
     return args
 
 
-class AggregationGRPOTrainer(GRPOTrainer):
+class AggregationGRPOTrainer(BiasMetricsMixin, GRPOTrainer):
     """GRPOTrainer whose policy-gradient loss is one of grpo_ba's rules, per group and exact
     (`args.aggregation_rule` = "token", "sequence" or "balanced"; docs/method.md §2-§5), with the
     bias metrics of each generation batch in its logs. Every argument is GRPOTrainer's; `args`
@@ -307,7 +360,8 @@ class AggregationGRPOTrainer(GRPOTrainer):
         return None
 
     def _generate_and_score_completions(self, inputs):
-        output = super()._generate_and_score_completions(inputs)
+        output = super(BiasMetricsMixin, self)._generate_and_score_completions(inputs)   # TRL's, not the mixin's
+        write_dumped_rollouts(self, output)
         all_lengths, all_advantages = gathered_lengths_and_advantages(self, output)     # one gather for both uses
         log_bias_metrics(self, all_lengths, all_advantages)                             # TRL's advantages, before
         output["advantages"] = rule_advantages(output["advantages"], loss_mask(output), output["num_items_in_batch"],
@@ -336,38 +390,74 @@ def new_run_id(num_processes: int) -> str:
     return run_id[0]
 
 
+# TRL's advantages, as dump_rollouts records them for diagnose: TRL 1.16 divides by the unbiased
+# std of each group's rewards plus 1e-4 (scale_rewards="group"), or does not divide ("none").
+TRL_STD, TRL_EPS = "unbiased", 1e-4
+TRL_ADV_SCALE = {"group": "std", "none": "none", "batch": "batch"}
+
+
 def dump_rollouts(reward_func, path, num_generations):
-    """Wrap a TRL reward function: same rewards, and one {"group", "reward", "length",
-    "step", "run"} JSON line per completion appended to `path` (`path`.rank<r> with several
-    processes), the input of `python -m grpo_ba_lab.analysis.diagnose`.
+    """Wrap a TRL reward function: same rewards, and one {"group", "reward", "length", "step",
+    "run", "adv_scale", "std", "eps"} JSON line per completion appended to `path` (`path`.rank<r>
+    with several processes), the input of `python -m grpo_ba_lab.analysis.diagnose`.
+
+    Use it in a trainer with BiasMetricsMixin (AggregationGRPOTrainer, BalancedGRPOTrainer,
+    GRPOTrainerWithBiasMetrics): the trainer attaches itself and, once TRL has built the batch's
+    loss mask, writes the lines. A wrapper no such trainer attached is refused at its first call.
 
     group = "<generation batch>-<global row // G>", TRL's layout (process after process,
     groups contiguous), so a group split over two processes keeps one id. The reward is
     this function's (with several reward functions TRL trains on their weighted sum);
-    length = len(completion_ids), the completion's tokens up to and including EOS.
-    step = TRL's global_step when the batch was scored (the generation batch's number
-    when called without TRL's `trainer_state`). run = one id per trainer run
-    (`new_run_id`): each `train()` starts a new TrainerState, and a new state starts a new
-    run with its batches counted from 0, so runs appended to one file stay apart.
+    length = the completion's tokens in TRL's loss mask (completion_mask times tool_mask:
+    up to and including EOS, 0 under mask_truncated_completions for a truncated one, tool
+    results left out), the L_i of the loss. step = TRL's global_step when the batch was
+    scored. run = one id per trainer run (`new_run_id`): each `train()` starts a new
+    TrainerState, and a new state starts a new run with its batches counted from 0, so runs
+    appended to one file stay apart. adv_scale, std, eps: TRL's advantages (its
+    scale_rewards, its unbiased std, its 1e-4), which diagnose then computes.
     """
     from accelerate import PartialState
     state = PartialState()
     target = path if state.num_processes == 1 else f"{path}.rank{state.process_index}"
     run = {"state": None, "id": None, "batch": 0}   # the trainer run being dumped
+    held = []                                       # this batch's lines, until the trainer writes them
 
     def dumping(prompts, completions, completion_ids, **kwargs):
+        if dumping.trainer is None:
+            raise RuntimeError("dump_rollouts writes each completion's length as TRL's loss mask counts it, which "
+                               "only a trainer with the bias metrics knows: use AggregationGRPOTrainer, "
+                               "GRPOTrainerWithBiasMetrics or class MyTrainer(BiasMetricsMixin, GRPOTrainer) "
+                               "(grpo_ba_lab.integrations.trl_balanced)")
         rewards = reward_func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
         trainer_state = kwargs.get("trainer_state")
         if run["id"] is None or trainer_state is not run["state"]:
             run.update(state=trainer_state, id=new_run_id(state.num_processes), batch=0)
         step = run["batch"] if trainer_state is None else trainer_state.global_step
         first_row = state.process_index * len(prompts)
-        with open(target, "a") as f:
-            for row, (ids, reward) in enumerate(zip(completion_ids, rewards), start=first_row):
-                line = {"group": f"{run['batch']}-{row // num_generations}", "reward": reward,
-                        "length": len(ids), "step": step, "run": run["id"]}
-                f.write(json.dumps(line) + "\n")
+        scale = TRL_ADV_SCALE.get(getattr(getattr(dumping.trainer, "args", None), "scale_rewards", "group"), "std")
+        held.clear()
+        for row, reward in enumerate(rewards, start=first_row):
+            held.append({"group": f"{run['batch']}-{row // num_generations}", "reward": reward, "step": step,
+                         "run": run["id"], "adv_scale": scale, "std": TRL_STD, "eps": TRL_EPS})
         run["batch"] += 1
         return rewards
+
+    def attach(trainer):
+        dumping.trainer = trainer
+
+    def write(lengths):
+        """Append the held lines with `lengths` (this process's rows, in order): the loss mask's L_i."""
+        if len(lengths) != len(held):
+            raise RuntimeError(f"dump_rollouts holds {len(held)} completions and the batch has {len(lengths)} rows")
+        with open(target, "a") as f:
+            for line, length in zip(held, lengths):
+                keys = ("group", "reward")
+                f.write(json.dumps({**{k: line[k] for k in keys}, "length": int(length),
+                                    **{k: v for k, v in line.items() if k not in keys}}) + "\n")
+        held.clear()
+
+    dumping.trainer = None
+    dumping.dumps_rollouts = True
+    dumping.attach, dumping.write = attach, write
     dumping.__name__ = getattr(reward_func, "__name__", "reward")   # TRL names its reward metrics after it
     return dumping

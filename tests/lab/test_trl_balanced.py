@@ -161,7 +161,7 @@ def test_optimizer_step_gradient_composes_with_accumulation_and_steps_per_genera
         assert torch.allclose(recorder.grads[name], grad, rtol=1e-4, atol=1e-7), name
 
 
-def test_dumped_trl_rollouts_diagnose_to_the_shares_trl_logged(tmp_path):
+def test_diagnose_uses_the_unbiased_std_of_a_trl_dump_and_gives_what_trl_logged(tmp_path):
     from grpo_ba_lab.analysis import diagnose
     path = str(tmp_path / "rollouts.jsonl")
     trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path, num_generations=4), max_steps=2)
@@ -178,23 +178,54 @@ def test_dumped_trl_rollouts_diagnose_to_the_shares_trl_logged(tmp_path):
     first_batch.write_text("\n".join(lines[:8]) + "\n")
     report = diagnose.diagnose(str(first_batch))
     logged = trainer.state.log_history[0]
-    # TRL divides by the unbiased std (+1e-4), diagnose by the population std (+1e-6): nearly the
-    # same factor in every group, so the shares agree
-    for rule in AGGREGATORS:
-        assert report[f"pos_share_{rule}"] == pytest.approx(logged[f"aggregation/pos_share_{rule}"], rel=1e-3)
+    assert (report["adv_scale"], report["std"], report["eps"]) == ("std", "unbiased", 1e-4)   # from the dump
+    for key in [f"pos_share_{rule}" for rule in AGGREGATORS] + ["token_loss_at_ratio_one"]:
+        assert report[key] == pytest.approx(logged[f"aggregation/{key}"], rel=1e-5, abs=1e-7), key
+    # the control: the same lines read with grpo_ba's population std give a drift sqrt(G/(G-1)) larger
+    course = tmp_path / "population.jsonl"
+    course.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k not in ("std", "eps")}) + "\n"
+                              for line in lines[:8]))
+    ratio = diagnose.diagnose(str(course))["token_loss_at_ratio_one"] / logged["aggregation/token_loss_at_ratio_one"]
+    assert report["token_loss_at_ratio_one"] != 0 and ratio == pytest.approx((4 / 3) ** 0.5, rel=1e-3)
+
+
+def test_dumped_lengths_are_trls_loss_mask_so_a_masked_truncated_completion_is_zero(tmp_path, trl_batches):
+    path = str(tmp_path / "rollouts.jsonl")
+    trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path, num_generations=4),
+                           mask_truncated_completions=True, max_completion_length=4)
+    trainer.train()
+    (batch,) = trl_batches
+    dumped = [json.loads(line)["length"] for line in open(path)]
+    lengths = batch["completion_mask"].sum(1).tolist()
+    truncated = (~(batch["completion_ids"] == trainer.processing_class.eos_token_id).any(1)).tolist()   # no EOS
+    assert any(truncated) and not all(truncated)                                 # a real test case
+    assert dumped == lengths and all(n == 0 for n, cut in zip(dumped, truncated) if cut)
+
+
+def test_dump_rollouts_in_a_plain_grpo_trainer_is_refused_in_one_line(tmp_path):
+    path = str(tmp_path / "rollouts.jsonl")
+    trainer = make_trainer(tmp_path, cls=GRPOTrainer, reward=dump_rollouts(odd_length_reward, path, num_generations=4))
+    with pytest.raises(RuntimeError, match="loss mask.*BiasMetricsMixin") as err:
+        trainer.train()
+    assert "\n" not in str(err.value)
 
 
 def test_dumped_lines_carry_trls_global_step_and_a_new_run_id_for_each_new_trainer_state(tmp_path):
     from transformers import TrainerState
+    from types import SimpleNamespace
     path = tmp_path / "rollouts.jsonl"
     dumping = dump_rollouts(odd_length_reward, str(path), num_generations=2)
+    dumping.attach(SimpleNamespace(args=SimpleNamespace(scale_rewards="group")))   # as BiasMetricsMixin does
     batch = dict(prompts=["1+1="] * 4, completions=["2", "22", "3", "33"],
                  completion_ids=[[5], [5, 5], [6], [6, 6]])
     first = TrainerState(global_step=7)
     assert dumping(**batch, trainer_state=first) == [1.0, 0.0, 1.0, 0.0]    # the rewards, unchanged
+    dumping.write([1, 2, 1, 2])                                           # the loss mask's lengths
     first.global_step = 9                                                 # spg > GA: steps skip
     dumping(**batch, trainer_state=first)
+    dumping.write([1, 2, 1, 2])
     dumping(**batch, trainer_state=TrainerState(global_step=0))           # a new train()
+    dumping.write([1, 2, 1, 2])
     rows = [json.loads(line) for line in open(path)]
     assert [row["step"] for row in rows] == [7] * 4 + [9] * 4 + [0] * 4
     assert [row["group"] for row in rows] == ["0-0", "0-0", "0-1", "0-1", "1-0", "1-0", "1-1",
@@ -202,6 +233,7 @@ def test_dumped_lines_carry_trls_global_step_and_a_new_run_id_for_each_new_train
     runs = [row["run"] for row in rows]
     assert len(set(runs[:8])) == 1 and len(set(runs[8:])) == 1 and runs[0] != runs[8]
     assert [row["length"] for row in rows[:4]] == [1, 2, 1, 2]
+    assert {(row["adv_scale"], row["std"], row["eps"]) for row in rows} == {("std", "unbiased", 1e-4)}
 
 
 def test_two_trl_runs_dumped_to_one_file_are_diagnosed_as_two_runs_not_merged(tmp_path, capsys):
@@ -228,4 +260,4 @@ def test_two_trl_runs_dumped_to_one_file_are_diagnosed_as_two_runs_not_merged(tm
         assert report["n_groups"] == 2 and report["group_size"] == 4 and report["run"] == run
         for rule in AGGREGATORS:
             key = f"pos_share_{rule}"
-            assert report[key] == pytest.approx(trl_logged[f"aggregation/{key}"], rel=1e-3), (run, rule)
+            assert report[key] == pytest.approx(trl_logged[f"aggregation/{key}"], rel=1e-5), (run, rule)

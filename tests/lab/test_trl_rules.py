@@ -115,8 +115,9 @@ def test_an_optimizer_step_over_accumulated_micro_batches_is_grad_of_the_rule(tm
         assert torch.allclose(recorder.grads[name], grad, rtol=1e-4, atol=1e-7), name
 
 
-def test_the_trainers_logged_bias_does_not_depend_on_its_rule(tmp_path, trl_batches):
-    """The logged shares describe TRL's batch (its advantages before the rescaling), not the rule trained."""
+def test_the_logged_bias_describes_the_batch_and_two_more_metrics_name_the_rule_trained(tmp_path, trl_batches):
+    """The logged shares describe TRL's batch (its advantages before the rescaling), whatever the rule;
+    aggregation/trained_<rule>/* name the rule that trains and give its share and J_rule at ratio 1."""
     logged = []
     for rule in ("token", "balanced"):
         trainer = make_trainer(tmp_path / rule, rule=rule)
@@ -126,6 +127,13 @@ def test_the_trainers_logged_bias_does_not_depend_on_its_rule(tmp_path, trl_batc
     for key in ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one"):
         key = f"aggregation/{key}"
         assert logged[0][key] == pytest.approx(logged[1][key], rel=1e-6), key
+    token, balanced = logged
+    assert token["aggregation/trained_token/pos_share"] == pytest.approx(token["aggregation/pos_share_token"])
+    assert token["aggregation/trained_token/loss_at_ratio_one"] == pytest.approx(
+        token["aggregation/token_loss_at_ratio_one"], rel=1e-5)
+    assert balanced["aggregation/trained_balanced/pos_share"] == pytest.approx(0.5, abs=1e-5)
+    assert balanced["aggregation/trained_balanced/loss_at_ratio_one"] == pytest.approx(0, abs=1e-6)
+    assert not any("trained_balanced" in key for key in token) and not any("trained_token" in key for key in balanced)
 
 
 # =====================================================================================

@@ -283,3 +283,44 @@ def test_one_group_token_rule_keeps_verls_advantages_and_sequence_gives_1_over_g
                               per_row[order], G).item() == pytest.approx(0.0, abs=1e-6)
     assert aggregate_token(clipped_token_loss(zero, zero, per_row[order], mask[order]), mask[order],
                            per_row[order], G).item() != pytest.approx(0.0, abs=1e-3)
+
+
+# =====================================================================================
+# Issue 67: every value the plugin cannot serve is refused before Ray starts
+# =====================================================================================
+
+
+@pytest.mark.parametrize("estimator", ["grpo_balance", "grpo-token", "GRPO_BALANCED", "balanced"])
+def test_a_misspelled_estimator_is_refused_by_validate_config_naming_the_key_and_the_accepted_values(
+        verl_base_config, estimator):
+    """verl.trainer.main_ppo runs validate_config in the driver before Ray starts; a name nobody
+    registered used to pass it and fail only once Ray and the models were up."""
+    import verl.trainer.main_ppo as main_ppo
+    cfg = trainer_config(verl_base_config, 1, estimator)
+    with pytest.raises(ValueError) as refused:
+        main_ppo.validate_config(config=cfg, use_reference_policy=False, use_critic=False)
+    message = str(refused.value)
+    assert "\n" not in message and f"algorithm.adv_estimator={estimator!r}" in message
+    assert all(name in message for name in ("grpo_token", "grpo_sequence", "grpo_balanced",
+                                            "grpo_with_bias_metrics", "grpo", "gae"))
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gae", "rloo", "grpo_balanced", "grpo_with_bias_metrics"])
+def test_registered_estimators_pass_the_start_check(verl_base_config, estimator):
+    vb.validate_trainer_config(trainer_config(verl_base_config, 1, estimator))   # no raise
+
+
+@pytest.mark.parametrize("estimator, mode, accepted", [
+    ("grpo_with_bias_metrics", "token_mean", "one of verl's modes, token-mean, token-sum"),
+    ("grpo_balanced", "seq-mean-token-mean", "token-mean (verl's default) or seq-mean-token-sum"),
+    ("grpo_token", "tokenmean", "token-mean (verl's default) or seq-mean-token-sum"),
+])
+def test_a_loss_agg_mode_the_plugin_cannot_serve_is_refused_at_start_naming_the_key_and_accepted_values(
+        verl_base_config, estimator, mode, accepted):
+    import verl.trainer.main_ppo as main_ppo
+    cfg = trainer_config(verl_base_config, 1, estimator, mode=mode)
+    with pytest.raises(ValueError) as refused:
+        main_ppo.validate_config(config=cfg, use_reference_policy=False, use_critic=False)
+    message = str(refused.value)
+    assert "\n" not in message and "actor_rollout_ref.actor.loss_agg_mode" in message and accepted in message
+    assert repr(mode) in message
