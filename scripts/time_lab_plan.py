@@ -45,16 +45,34 @@ TIMED_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "OMP_NUM_THREADS": "1", "MKL_NUM_THR
 COMMAND = re.compile(r"^ {4,}((?:python|jupyter) .*)$")
 
 
+def when(section: str, step: str) -> str:
+    """A short name for the part of the plan a `## ` section (and a **Step N** in it) is."""
+    if section.startswith("The students' copy"):
+        return "the instructor, before"
+    if section.startswith("Before the session"):
+        return "before the session"
+    if section.startswith("Predict, then run"):
+        return f"predict-then-run, {step.lower()}" if step else "predict-then-run"
+    minutes = re.search(r"minutes (\d+-\d+)", section)
+    if minutes:
+        return f"minutes {minutes.group(1)}"
+    if section.startswith("After the session"):
+        return "after the session"
+    return section
+
+
 def plan_commands(text: str) -> list[tuple[str, str]]:
-    """[(section, command)] of every command line of the page (an indented code line that starts
-    with `python` or `jupyter`), in the page's order, with the `## ` section it sits in."""
-    section, found = "", []
+    """[(when, command)] of every command line of the page (an indented code line that starts
+    with `python` or `jupyter`), in the page's order, with the part of the plan it belongs to."""
+    section, step, found = "", "", []
     for line in text.splitlines():
         if line.startswith("## "):
-            section = line[3:].strip()
+            section, step = line[3:].strip(), ""
+        if line.startswith("**Step "):
+            step = line[2:].split(",")[0].split("**")[0].strip()
         match = COMMAND.match(line)
         if match:
-            found.append((section, match.group(1).strip()))
+            found.append((when(section, step), match.group(1).strip()))
     return found
 
 

@@ -87,6 +87,11 @@ def test_the_plans_commands_come_in_the_order_the_students_run_them():
     assert commands[0] == time_lab_plan.COPY_COMMAND
     assert commands[2] == commands[7]              # step 3's first run, once before the session
     assert commands[9] == "python -m exercises.check " + " ".join(time_lab_plan.IN_CLASS)
+    whens = [w for w, _ in time_lab_plan.plan_commands(read("docs/lab-session.md"))]
+    assert whens == ["the instructor, before"] + ["before the session"] * 3 + ["predict-then-run, step 2"] * 3 + \
+        ["predict-then-run, step 3"] * 2 + ["minutes 55-80"] + ["after the session"] * 2, whens
+    in_class = [s for s in plan_slots() if "exercises.check" in s[3]]
+    assert [f"minutes {s[0]}-{s[1]}" for s in in_class] == ["minutes 55-80"]        # the table's slot
 
 
 def test_the_solutions_go_back_where_the_plan_says_the_students_wrote_them():
