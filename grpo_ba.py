@@ -9,6 +9,7 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python grpo_ba.py --seed 7                     # the demo on another seed (its own warm-up)
     python grpo_ba.py --design long-right          # right answers are the long ones
     python grpo_ba.py --aggregator balanced --steps 200                       # one run
+    python grpo_ba.py --aggregator my_rules.py:capped_token_mean              # your own rule
     python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
     python grpo_ba.py --help                       # every flag (grpo_ba_support/args.py)
     python -m grpo_ba_plots runs/demo-s22          # redraw a run directory's figures
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 import grpo_ba_plots
+from grpo_ba_support import own_rule
 from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_support import task as grpo_ba_setup
 from grpo_ba_support.args import Args, UsageError, check_args, parse_args, run_command  # noqa: F401
@@ -173,8 +175,9 @@ AGGREGATORS = {"token": aggregate_token, "sequence": aggregate_sequence,
 
 
 def aggregator_function(aggregator):
-    """A rule's name in AGGREGATORS, or a function with their signature (a student's own)."""
-    return AGGREGATORS[aggregator] if isinstance(aggregator, str) else aggregator
+    """A rule's name in AGGREGATORS, or your own: a function with their signature, or its
+    FILE.py:FUNCTION (--aggregator my_rules.py:capped_token_mean; grpo_ba_support/own_rule.py)."""
+    return AGGREGATORS[aggregator] if aggregator in AGGREGATORS else own_rule.function(aggregator)
 
 
 def grpo_loss(token_loss, mask, advantages, group_size, aggregator):
@@ -439,8 +442,10 @@ def step_diagnostics(rewards, mask, args) -> dict:
         out[f"pos_share_{rule}"] = positive_share(mask.float(), advantages, args.group_size, rule)
         out[f"long_right_weight_{rule}"] = long_right_weight(mask.float(), advantages,
                                                              args.group_size, rule)
-    out["pos_share"] = out.get(f"pos_share_{args.aggregator}")
-    out["long_right_weight"] = out.get(f"long_right_weight_{args.aggregator}")
+    rule = args.aggregator                        # the run's: one of the three, or your own
+    for key, measure in (("pos_share", positive_share), ("long_right_weight", long_right_weight)):
+        out[key] = (out[f"{key}_{rule}"] if rule in AGGREGATORS else
+                    measure(mask.float(), advantages, args.group_size, rule))
     return out
 
 
@@ -570,9 +575,10 @@ def main(argv=None) -> int:
         if args.aggregator == "all":
             demo(args)
             return
+        rule = own_rule.name_of(args.aggregator)
         out = train(dataclasses.replace(args, output_dir=args.output_dir
-                                        or f"runs/{args.design}-{args.aggregator}-s{args.seed}"))
-        print(f"Figure: {grpo_ba_plots.redraw(out)[0]} (python -m grpo_ba_plots {out} redraws it)")
+                                        or f"runs/{args.design}-{rule}-s{args.seed}"))
+        print("\n".join(grpo_ba_plots.run_story(out, args)))    # its figure and story
     return run_command("grpo_ba.py", command)
 
 

@@ -20,6 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from grpo_ba_support import own_rule  # noqa: E402
 from grpo_ba_support import run as grpo_ba_run  # noqa: E402
 from grpo_ba_support.args import run_command  # noqa: E402
 from toy_tasks import designs  # noqa: E402
@@ -44,8 +45,15 @@ REFERENCE = {"pos_share": 0.5, "long_right_weight": 1.0, "pg_loss": 0.0}
 WORLD = dict(color="gray", lw=1.5, label="the world")
 
 
+OWN = ["#CC79A7", "#E69F00", "#56B4E9", "#000000"]   # your own rules (Okabe-Ito's others)
+
+
 def style(rule: str) -> dict:
-    return dict(color=COLORS[rule], ls=STYLES[rule], label=rule, **LINES[rule])
+    """The demo's colour, dashes and width per rule; your own rule (FILE.py:FUNCTION) another."""
+    if rule in COLORS:
+        return dict(color=COLORS[rule], ls=STYLES[rule], label=rule, **LINES[rule])
+    colour = OWN[sum(map(ord, rule)) % len(OWN)]
+    return dict(color=colour, ls="-", lw=2.5, marker="D", ms=3, label=own_rule.name_of(rule))
 
 
 def _steps(metrics: list[dict], key: str):
@@ -69,18 +77,47 @@ def _save(fig, path: str) -> str:
 
 def mechanism_figure(runs: dict, path: str | None, title: str):
     """runs: {rule: metrics lines} of one seed -> eight panels over the steps, saved to `path`
-    (-> path), or the figure itself without a path."""
+    (-> path), or the figure itself without a path. One rule or several, yours among them."""
     fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
     for ax, (key, label) in zip(axes.flat, PANELS):
         for rule, metrics in runs.items():       # the world's forced slips: the same every run
-            ax.plot(*_steps(metrics, key), **(style(rule) if key != "forced_frac" else WORLD))
+            steps, values = _steps(metrics, key)
+            line = dict(style(rule) if key != "forced_frac" else WORLD)
+            if key == "long_right_weight":        # a gap: a step with no such group, not a 0
+                steps, values = _with_gaps(metrics, steps, values)
+                line.update(marker=line.get("marker", "o"), ms=3, markevery=1)  # lone points too
+            if len(steps) < 3:                    # a point or two: shown, not a bare axis
+                line.update(marker="o", ms=5)
+            ax.plot(steps, values, **line)
         if key in REFERENCE:
             ax.axhline(REFERENCE[key], color="gray", lw=0.8)
+        if key == "long_right_weight":
+            ax.text(0.02, 0.02, _gaps_note(runs), transform=ax.transAxes, fontsize=8,
+                    va="bottom", color="dimgray")
         ax.set(title=label, xlabel="step")
         ax.grid(alpha=0.3)
     axes.flat[0].legend()
-    fig.suptitle(f"What each rule did, one seed ({title}): the mechanism, not a ranking")
+    names = [own_rule.name_of(rule) for rule in runs]
+    what = "What each rule did" if len(names) > 1 else f"What {names[0]} did"
+    fig.suptitle(f"{what}, one seed ({title}): the mechanism, not a ranking")
     return _save(fig, path) if path else fig
+
+
+def _with_gaps(metrics, steps, values):
+    """Every step of the run, nan where no group had right answers of two lengths (a gap)."""
+    found = dict(zip(steps, values))
+    every = [m["step"] for m in metrics if not m.get("final_evaluation")]
+    return every, [found.get(step, math.nan) for step in every]
+
+
+def _gaps_note(runs) -> str:
+    """The long/short panel's missing steps, explained on the figure."""
+    missing = {own_rule.name_of(rule): sum(1 for m in metrics if not m.get("final_evaluation")
+                                           and m.get("long_right_weight") is None)
+               for rule, metrics in runs.items()}
+    counts = ", ".join(f"{name} {n}" for name, n in missing.items())
+    return ("gaps: steps where no group had two right answers of different lengths,\n"
+            f"so there is nothing to compare (steps without one: {counts})")
 
 
 def bias_curves(curves: dict, path: str | None):
@@ -127,7 +164,8 @@ def redraw(run_dir: str) -> list[str]:
             os.path.join(os.path.dirname(path), "metrics.jsonl"))
     if not runs:
         raise grpo_ba_run.RunError(f"no run (args.json, metrics.jsonl) in {run_dir} or below it")
-    runs = dict(sorted(runs.items(), key=lambda item: list(COLORS).index(item[0])))   # token first
+    order = [*COLORS, *sorted(k for k in runs if k not in COLORS)]       # token first, then yours
+    runs = dict(sorted(runs.items(), key=lambda item: order.index(item[0])))
     title = f"design {args.get('design')}, seed {args.get('seed')}"
     figures = [mechanism_figure(runs, os.path.join(run_dir, "mechanism.png"), title)]
     if os.path.exists(os.path.join(run_dir, "bias_curves.json")):
@@ -163,7 +201,8 @@ class Progress(grpo_ba_run.RunLogger):
 
 def story(runs: dict, args, figures) -> list[str]:
     """The demo's last lines: what each rule did, by the paper's two biases (docs/method.md §3),
-    and what the world imposed (the forced slips, the wrong/right length at step 0)."""
+    what the world imposed (the forced slips, the wrong/right length at step 0), how to read
+    every row and panel, and what to run next with its cost. One rule or several, yours too."""
     def row(label, value):
         return f"{label:<40}" + "".join(f"{value(m):>15}" for m in runs.values())
     def first(metrics, key):                       # nan when no step logged it (no right answer)
@@ -174,32 +213,68 @@ def story(runs: dict, args, figures) -> list[str]:
         return lambda m: f"{_text(first(m, key), digits)} -> {_text(last(m, key), digits)}"
     def mean(key, sign=""):
         return lambda m: _text(_mean(_steps(m, key)[1]), 3, sign)
+    def each(value):                               # "token 0.299, sequence 0.500, ..."
+        return ", ".join(f"{own_rule.name_of(rule)} {value(m)}" for rule, m in runs.items())
 
-    # the demo's rules are compared paired over strong-band's seeds
-    compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)
-    compare = f"--design {compared_by}" if args.design != "plain" else "--seeds 5"
-    return ["", f"What each rule did (design {args.design}, seed {args.seed}, {args.steps} steps, "
-            f"G = {args.group_size} answers to P = {args.prompts_per_step} prompts each):",
-            f"{'':<40}" + "".join(f"{rule:>15}" for rule in runs),
-            row("weight share on right answers, mean", mean("pos_share")),
-            row("long/short right answer's token weight", mean("long_right_weight")),
-            row("pg-loss at ratio 1, mean", mean("pg_loss", "+")),
-            row("right-answer length, step 0 -> last 10", change("len_right")),
-            row("wrong-answer length, step 0 -> last 10", change("len_wrong")),
-            row("held-out accuracy, step 0 -> final",
-                change("accuracy", 3, lambda m, key: (_steps(m, key)[1] or [math.nan])[-1])),
-            "", *world(args, next(iter(runs.values()))),
-            "Sign-length coupling shows in the share row (by sign of advantage; 0.5 is unbiased):",
-            "token weighs every token alike, so the side writing more tokens takes more, Lbar+ /",
-            "(Lbar+ + Lbar-) with Lbar a side's mean length, and its pg-loss at ratio 1 (a step's",
-            "first update) is off 0 each step; the paper sees it drift far from 0 in long runs.",
-            "Sequence equal-weighting shows in the long/short row: sequence gives each token of an",
-            "L-token answer 1/L, a longest right answer's L_short/L_long. Balanced: 0.5 and 1.",
-            "",
-            "One seed ranks no rule: its differences mix the rule with this seed's luck. To",
-            f"compare them paired over many seeds: python -m grpo_ba_lab.analysis.sweep {compare}",
-            f"Figures: {figures[0]} (this run over its steps),",
-            f"         {figures[1]} (each rule's bias in one group, docs/method.md §3)"]
+    names = [own_rule.name_of(rule) for rule in runs]
+    what = "What each rule did" if len(names) > 1 else f"What {names[0]} did"
+    table = [f"{what} (design {args.design}, seed {args.seed}, {args.steps} steps, "
+             f"G = {args.group_size} answers to P = {args.prompts_per_step} prompts each):",
+             f"{'':<40}" + "".join(f"{name:>15}" for name in names),
+             row("weight share on right answers, mean", mean("pos_share")),
+             row("long/short right answer's token weight", mean("long_right_weight")),
+             row("pg-loss at ratio 1, mean", mean("pg_loss", "+")),
+             row("right-answer length, step 0 -> last 10", change("len_right")),
+             row("wrong-answer length, step 0 -> last 10", change("len_wrong")),
+             row("held-out accuracy, step 0 -> final",
+                 change("accuracy", 3, lambda m, key: (_steps(m, key)[1] or [math.nan])[-1]))]
+    lengths = ("lengths, by reward, at step 0 (the first batch) and over the last 10 steps: "
+               "wrong answers are the world's rambles")
+    if "sequence" in runs and len(runs) > 1:    # sequence gives a long ramble's tokens 1/L each
+        others = [late(m, "len_wrong") for rule, m in runs.items() if rule != "sequence"]
+        least = late(runs["sequence"], "len_wrong") >= max(others)
+        lengths += ("; token and balanced push each of their tokens alike, sequence each 1/L of "
+                    "its answer's push, " + ("and here they shrank least under it" if least else
+                                             "yet here they did not shrink least under it"))
+    read = [f"- {text}" for text in (
+        "share: the update's weight on right answers; 0.5 is unbiased. Below it, sign-length "
+        "coupling: token weighs every token alike, so the side writing more tokens gets more.",
+        "long/short: a group's longest right answer's weight per token over its shortest's; 1 is "
+        "unbiased. Below it, sequence equal-weighting: 1/L to each token of an L-token answer. "
+        "Gaps in its panel: steps with no two right answers of different lengths.",
+        "pg-loss at ratio 1 (before the policy moves): 0 where the two signs' weights balance.",
+        lengths + ".",
+        f"accuracy: greedy, {args.eval_prompts} held-out prompts. One seed ranks no rule: it "
+        "mixes rule and luck.",
+        "the figure's last panels: the responses the world forced into a slip (the same for "
+        "every rule) and entropy, how spread the policy's next-token choice is.")]
+    read = ["Reading the rows:",
+            *(line for text in read for line in textwrap.wrap(text, 92, subsequent_indent="  "))]
+    where = "" if args.design == designs.DEMO else f" --design {args.design}"
+    if len(runs) == 1:                            # one rule: the three beside it, same seed
+        nxt = ["Next, in minutes on a laptop: the three rules from the same weights and seed,",
+               f"python grpo_ba.py --seed {args.seed}{where} --steps {args.steps}"]
+    elif args.design == designs.NO_DESIGN:
+        nxt = ["Next: the same on another seed, a warm-up and three runs, minutes on a laptop:",
+               f"python grpo_ba.py --design plain --seed {args.seed + 1}"]
+    else:
+        compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)
+        nxt = [f"Next, minutes on a laptop: python grpo_ba.py --seed {args.seed + 1}{where} (a "
+               "warm-up, three runs). Paired",
+               "over many seeds, several CPU-hours (a warm-up and three runs per seed): python -m",
+               f"grpo_ba_lab.analysis.sweep --design {compared_by}"]
+    told = world(args, next(iter(runs.values())))
+    return ["", *table, "", *told, *([""] if told else []), *read, "", *nxt,
+            f"Figure{'s' * (len(figures) > 1)}: {figures[0]} (this run over its steps)"
+            + ("," if len(figures) > 1 else ""),
+            *([f"         {figures[1]} (each rule's bias in one group, docs/method.md §3)"]
+              if len(figures) > 1 else [])]
+
+
+def run_story(run_dir: str, args) -> list[str]:
+    """One run's figure (redrawn) and its story, as `python grpo_ba.py --aggregator RULE` ends."""
+    runs = {args.aggregator: grpo_ba_run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))}
+    return story(runs, args, redraw(run_dir))
 
 
 def world(args, metrics: list[dict]) -> list[str]:

@@ -14,6 +14,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
+from grpo_ba_support import own_rule
 from grpo_ba_support import run as grpo_ba_run
 from toy_tasks import designs
 
@@ -28,7 +29,8 @@ def arg(default, help, section=None):  # noqa: A002
 @dataclass
 class Args:
     aggregator: str = arg("all", "the rule (docs/method.md §2); all: the demo, the three rules "
-                                 "from the same weights and seed", section="the run")
+                                 "from the same weights and seed; FILE.py:FUNCTION: your own "
+                                 "(docs/code-tour.md)", section="the run")
     design: str = arg(designs.AUTO, "toy design: its world, warm-up and settings "
                                     "(toy_tasks/designs.py); auto: demo on the toy")
     steps: int = arg(100, "GRPO steps")
@@ -67,12 +69,21 @@ PRESETS = {
                        max_new_tokens=1024, lr=1e-6, group_size=8, prompts_per_step=8,
                        inner_updates=1, eval_every=50, eval_prompts=64, model="Qwen/Qwen3-1.7B"),
 }
-CHOICES = {"aggregator": ("all", *RULES), "adv_scale": ("std", "none"),
+
+
+class _Rules(tuple):
+    """--aggregator's choices: all, the three rules, and any FILE.py:FUNCTION (your own rule,
+    grpo_ba_support/own_rule.py), as --help and a wrong choice show them."""
+    def __contains__(self, value):
+        return tuple.__contains__(self, value) or own_rule.is_spec(value)
+
+
+CHOICES = {"aggregator": _Rules(("all", *RULES, "FILE.py:FUNCTION")), "adv_scale": ("std", "none"),
            "dtype": ("float32", "bfloat16", "float16"), "device": ("auto", "cpu", "cuda", "mps"),
            "design": (designs.AUTO, designs.NO_DESIGN, *designs.course_designs())}
 # Keys of a --config file that are not settings: where a run goes is typed (a run's
 # args.json names its own directory, which a rerun must not overwrite), and so is --resume.
-NOT_SETTINGS = ("output_dir", "resume", "config")
+NOT_SETTINGS = ("output_dir", "resume", "config", "rule_sha256")   # the last: your rule's file
 METAVARS = {"output_dir": "DIR", "resume": "DIR", "preset": "NAME", "model": "NAME",
             "dataset": "FILE"}
 

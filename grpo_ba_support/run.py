@@ -19,6 +19,7 @@ import warnings
 
 import torch
 
+from grpo_ba_support import own_rule
 from toy_tasks import designs
 
 
@@ -57,12 +58,14 @@ def pick_threads(requested: int, real_model: bool) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def record_start(run_dir: str, start_step: int, warmup: dict | None, provenance=None):
+def record_start(run_dir: str, start_step: int, warmup: dict | None, provenance=None, rule=None):
     """Append this start (or resume) of a run to run.json: its step, the machine variant, what
-    else produced it (run_config.provenance) and its warm-up (None: a model loaded as it is)."""
+    else produced it (run_config.provenance), its warm-up (None: a model loaded as it is) and
+    your own rule's spec and sha256 (own_rule.record)."""
     from toy_tasks.model import machine_variant     # beside the warm-up cache key that uses it
     record = read_run_record(run_dir) if start_step > 0 else {"starts": []}
-    start = {"step": start_step, "machine": machine_variant(), "warmup": warmup}
+    start = {"step": start_step, "machine": machine_variant(), "warmup": warmup,
+             **({"rule": rule} if rule else {})}
     record["starts"].append(start if provenance is None else {**start, "provenance": provenance})
     write_atomic(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2))
 
@@ -190,6 +193,7 @@ def resumed_args(run_dir: str, given: dict, defaults: dict, machine_flags=MACHIN
     """A resumed run's settings: args.json of `run_dir` (defaults for what it lacks), then the
     flags typed: --steps (checked later) and machine flags may change, others must equal it."""
     saved, path = read_args(run_dir), os.path.join(run_dir, "args.json")
+    saved.pop("rule_sha256", None)                  # your rule's file: checked by Run
     unknown = sorted(set(saved) - set(defaults))
     if unknown:
         raise RunError(f"{path}: unknown setting {unknown[0]!r} (written by another version of "
@@ -357,6 +361,9 @@ class Run:
     it sets the device and threads; a bad directory or checkpoint fails before any training. A
     `log` that is a RunLogger too (grpo_ba_plots.Progress) is also one of the loggers."""
     def __init__(self, args, log=print, loggers=()):
+        resumed = args.resume and os.path.exists(os.path.join(args.resume, "args.json"))
+        saved = read_args(args.resume).get("rule_sha256") if resumed else None
+        args = own_rule.settled(args, saved)      # your own rule: loaded, checked, its file too
         self.device = pick_device(args.device)    # a missing device: before any directory
         if not args.model:
             prepare_output_dir(args.output_dir)
@@ -379,15 +386,17 @@ class Run:
             self.start = restore_checkpoint(self.saved, self.checkpoint_path, policy, optimizer,
                                             self.metrics_path, args.steps, self.log)
             self.saved = None
-        write_atomic(os.path.join(out, "args.json"),
-                     json.dumps(dataclasses.asdict(dataclasses.replace(args, resume="")), indent=2))
+        rule = own_rule.record(args.aggregator)   # your own rule: its file's sha256 beside it
+        settings = {**dataclasses.asdict(dataclasses.replace(args, resume="")),
+                    **({"rule_sha256": rule["sha256"]} if rule and rule["sha256"] else {})}
+        write_atomic(os.path.join(out, "args.json"), json.dumps(settings, indent=2))
         if not args.resume:
             open(self.metrics_path, "w").close()
         else:
             self.log(f"resuming {out} at step {self.start} of {args.steps}"
                      if self.start < args.steps else f"{out} has finished its {args.steps} "
                      f"steps; extend it with --resume {out} --steps {args.steps + 100}")
-        record_start(out, self.start, task.warmup)
+        record_start(out, self.start, task.warmup, rule=rule)
         for logger in self.loggers:
             logger.begin(self, self.start, task)
         self.requested_dtype, device = args.dtype, self.device.type
@@ -418,7 +427,8 @@ class Run:
         self.final, last = final or self.final, step == args.steps - 1
         if "accuracy" in m or last:
             acc = f" acc {m['accuracy']:.3f}" if "accuracy" in m else ""
-            self.log(f"[{args.aggregator}] step {step:4d} reward {m['reward_mean']:.2f}{acc} "
+            self.log(f"[{own_rule.name_of(args.aggregator)}] step {step:4d} "
+                     f"reward {m['reward_mean']:.2f}{acc} "
                      f"len right {_fmt(m['len_right'])} wrong {_fmt(m['len_wrong'])} "
                      f"pos_share {_fmt(m['pos_share'], 2)} ({m['step_time']:.2f} s/step)")
         if self.interrupted or (step + 1) % args.eval_every == 0 or last:
@@ -456,8 +466,9 @@ class Run:
                     if self.final else "")
         outputs = [name + ("/" if os.path.isdir(os.path.join(self.out, name)) else "")
                    for name in sorted(os.listdir(self.out)) if not name.startswith(".")]
-        self.log(f"[{self.args.aggregator}] done: {accuracy}{(time.time() - self.started) / 60:.1f}"
-                 f" min; in {self.out}: {', '.join(outputs)} (docs/outputs.md)")
+        minutes = (time.time() - self.started) / 60
+        self.log(f"[{own_rule.name_of(self.args.aggregator)}] done: {accuracy}{minutes:.1f} min; "
+                 f"in {self.out}: {', '.join(outputs)} (docs/outputs.md)")
         return self.out
 
 

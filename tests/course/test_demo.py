@@ -1,5 +1,5 @@
 """`python grpo_ba.py`, the demo: three rules from the same weights and seed, its story in at
-most 30 lines with this run's numbers and the paper's names of the two biases, two figures, and
+most 40 lines (one screen; every row read, issue 66) with this run's numbers and the paper's names of the two biases, two figures, and
 on a terminal (only there) one line per rule that shows its steps as they run; any --seed
 works. From the shipped warm-up, seed 22 gives the accuracies it gave when it was shipped (on every
 kernel/thread variant the suite runs under)."""
@@ -9,6 +9,7 @@ import json
 import os
 import re
 
+import numpy as np
 import pytest
 
 import grpo_ba
@@ -19,7 +20,7 @@ from toy_tasks import model as toy_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-STORY_MAX_LINES = 30
+STORY_MAX_LINES = 40          # 30 before issue 66: the story now says how to read every row
 # After the 30th update, on 729 held-out prompts (489/729, 509/729, 489/729): what the demo
 # printed when its warm-up was shipped (2-core AMD EPYC; the same under native kernels on 1 and 2
 # threads, ATEN_CPU_CAPABILITY=avx2 on 2 and default on 1 and 2: docs/toy-designs.md).
@@ -125,7 +126,8 @@ def test_the_demo_from_the_shipped_warmup_gives_seed_22s_accuracies(tmp_path, ca
         if "started with a slip" in ax.get_title():                # the world's, not a rule's
             assert not ys and max(ax.get_lines()[0].get_ydata()) > min(ax.get_lines()[0].get_ydata())
             continue
-        assert len(ys) == 3 and any(max(y) - min(y) > 1e-6 for y in ys), ax.get_title()
+        # the long/short panel has gaps (nan: steps with no two right answers of different lengths)
+        assert len(ys) == 3 and any(np.nanmax(y) - np.nanmin(y) > 1e-6 for y in ys), ax.get_title()
 
 
 def test_the_course_trains_a_real_model_on_a_prompt_answer_file_and_refuses_an_unreadable_gold(

@@ -186,8 +186,9 @@ def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
 
 # The course: the design card's files and the few modules they need. It never imports the lab.
 COURSE = ("grpo_ba", "grpo_ba_support", "grpo_ba_plots", "verifier", "toy_tasks")
-COURSE_MAX_LINES = 3020          # measured 3,011 (issue 51: the rule called on l, the second bias
-                                 # measured); 2,943 before; the aim of 2,500 is not reached
+COURSE_MAX_LINES = 3300          # measured 3,285 (issue 65: your own rule, grpo_ba_support/own_rule.py,
+                                 # ~150 lines; issue 66: the story reads every row, the figure its gaps,
+                                 # ~75); 3,011 before (issue 51), 2,943 before that; the aim of 2,500 is not reached
 
 
 def course_modules():
@@ -217,7 +218,7 @@ def import_closure(start, graph):
     return seen
 
 
-def test_everything_grpo_ba_py_imports_adds_up_to_at_most_3020_lines():
+def test_everything_grpo_ba_py_imports_adds_up_to_at_most_3300_lines():
     modules = project_modules()
     closure = import_closure("grpo_ba", import_graph(modules))
     assert {"grpo_ba_support.run", "grpo_ba_support.answer_grammar", "toy_tasks.model"} <= closure       # the walk is real
@@ -227,10 +228,11 @@ def test_everything_grpo_ba_py_imports_adds_up_to_at_most_3020_lines():
 
 # ------------------------------------------------------------------ one readable script
 
-SCRIPT_MAX_LINES = 580          # 549 before issue 51 (the rule called on l, the second bias measured)
+SCRIPT_MAX_LINES = 586          # 580 before issue 65 (your own rule); 549 before issue 51
 LINE_MAX_CHARS = 100
 TRAIN_MAX_LINES = 40
 SHORT_LINED = ("grpo_ba.py", "grpo_ba_support/args.py", "grpo_ba_plots.py", "grpo_ba_support/task.py", "verifier.py",
+               "grpo_ba_support/own_rule.py",
                "toy_tasks/__init__.py", "toy_tasks/__main__.py", "toy_tasks/model.py", "toy_tasks/designs.py",
                "grpo_ba_lab/train.py", "grpo_ba_lab/lab_args.py", "grpo_ba_lab/plumbing/training_run.py",
                "grpo_ba_lab/analysis/sweep.py", "grpo_ba_lab/analysis/report.py", "grpo_ba_lab/__init__.py")
@@ -241,7 +243,7 @@ def _source(name):
         return f.read()
 
 
-def test_grpo_ba_py_is_read_in_one_sitting_at_most_580_lines():
+def test_grpo_ba_py_is_read_in_one_sitting_at_most_586_lines():
     assert len(_source("grpo_ba.py").splitlines()) <= SCRIPT_MAX_LINES
 
 

@@ -1,0 +1,149 @@
+"""grpo_ba_support/own_rule.py -- your own aggregation rule, trained as the three are:
+
+    python grpo_ba.py --aggregator my_rules.py:capped_token_mean --steps 30
+
+FILE.py:FUNCTION names a function with the three rules' signature, (per_token_loss (B, T), mask
+(B, T), advantages (B,), group_size G) -> a scalar; train(args) takes the function itself too.
+The loss is the rule exactly as written (linear in l or not), and autograd measures its weight
+share, long/short weight and pg-loss as it does the three's. A run records the rule by its spec
+and the file's sha256 (args.json, run.json): --resume and --config args.json run the same rule,
+and --resume refuses a changed file. Bad input is a RuleError: one line, exit 2, nothing written
+(docs/code-tour.md shows it)."""
+import dataclasses
+import hashlib
+import importlib.util
+import inspect
+import math
+import os
+import re
+
+import torch
+
+
+def file_sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+SPEC = re.compile(r"(?P<path>.+\.py):(?P<name>[A-Za-z_]\w*)")
+SIGNATURE = "(per_token_loss, mask, advantages, group_size)"
+_LOADED = {}                  # spec -> (function, sha256 of its file or None): loaded once
+
+
+class RuleError(ValueError):
+    """A rule that cannot be trained: one line, exit code 2."""
+
+
+def is_spec(text) -> bool:
+    return isinstance(text, str) and SPEC.fullmatch(text) is not None
+
+
+def name_of(aggregator) -> str:
+    """What the log, the story and the figure call a rule: its name, or your function's."""
+    if callable(aggregator):
+        return getattr(aggregator, "__name__", "own rule")
+    return SPEC.fullmatch(aggregator)["name"] if is_spec(aggregator) else str(aggregator)
+
+
+def function(aggregator):
+    """The function of FILE.py:FUNCTION (loaded once per process), or of a function given."""
+    if callable(aggregator):
+        return aggregator
+    if aggregator in _LOADED:
+        return _LOADED[aggregator][0]
+    if not is_spec(aggregator):
+        raise RuleError(f"--aggregator {aggregator}: not a rule; give token, sequence, balanced, "
+                        f"all, or your own as FILE.py:FUNCTION")
+    path, name = SPEC.fullmatch(aggregator).group("path", "name")
+    full = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isfile(full):
+        raise RuleError(f"--aggregator {aggregator}: no file {path}")
+    loader = importlib.util.spec_from_file_location(f"own_rule_{len(_LOADED)}", full)
+    module = importlib.util.module_from_spec(loader)
+    try:
+        loader.loader.exec_module(module)
+    except Exception as err:                        # noqa: BLE001 - any error in the file
+        raise RuleError(f"--aggregator {aggregator}: importing {path} failed: "
+                        f"{type(err).__name__}: {_first_line(err)}") from None
+    rule = getattr(module, name, None)
+    if not callable(rule):
+        raise RuleError(f"--aggregator {aggregator}: {path} has no function {name}")
+    _LOADED[aggregator] = (rule, file_sha256(full))
+    return rule
+
+
+def _first_line(err) -> str:
+    return (str(err).strip().splitlines() or [""])[0][:120]
+
+
+def spec_of(rule) -> str:
+    """A function's FILE.py:FUNCTION when its file defines it at the top (a resumed run reloads
+    it from there), else its bare name (a notebook's cell: that process only)."""
+    path, name = inspect.getsourcefile(rule) if inspect.isfunction(rule) else None, name_of(rule)
+    module = inspect.getmodule(rule)
+    if path and os.path.isfile(path) and getattr(module, name, None) is rule:
+        inside = not os.path.relpath(path).startswith("..")          # below the working directory
+        spec = f"{os.path.relpath(path) if inside else path}:{name}"
+        _LOADED.setdefault(spec, (rule, file_sha256(path)))
+        return spec
+    _LOADED.setdefault(name, (rule, None))
+    return name
+
+
+def settled(args, saved_sha256=None):
+    """args with a rule the run can record: a function becomes its spec; your rule is loaded and
+    checked now (before any file is written); on --resume its file must be the one recorded."""
+    aggregator = args.aggregator
+    if aggregator in ("all", "token", "sequence", "balanced"):
+        return args
+    spec = spec_of(aggregator) if callable(aggregator) else aggregator
+    check(function(spec), spec, args.group_size, args.micro_batch_size)
+    if saved_sha256 and record(spec) and record(spec)["sha256"] != saved_sha256:
+        raise RuleError(f"--aggregator {spec}: the file changed since the run started (sha256 "
+                        f"{record(spec)['sha256'][:12]}..., recorded {saved_sha256[:12]}...)")
+    return dataclasses.replace(args, aggregator=spec)
+
+
+def record(aggregator) -> dict | None:
+    """What args.json's rule_sha256 and run.json keep of your rule (None: one of the three)."""
+    if aggregator not in _LOADED:
+        return None
+    return {"spec": aggregator, "name": name_of(aggregator), "sha256": _LOADED[aggregator][1]}
+
+
+def check(rule, spec, group_size, micro_batch_size=0):
+    """Call the rule on a probe batch of two groups: a scalar, finite, with a gradient in l; and
+    linear in l when micro-batches split groups (the update's exact share needs that)."""
+    try:
+        inspect.signature(rule).bind(None, None, None, group_size)
+    except (TypeError, ValueError):
+        raise RuleError(f"--aggregator {spec}: {name_of(rule)} must take {SIGNATURE}") from None
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 9, (2 * group_size,), generator=generator)
+    mask = (torch.arange(8)[None, :] < lengths[:, None]).float()                # (B, T)
+    rewards = torch.tensor([1.0, 0.0] * group_size)
+    centred = (rewards.view(2, -1) - rewards.view(2, -1).mean(1, keepdim=True)).view(-1)
+    advantages = centred / centred.abs().max()
+    loss = (torch.randn(mask.shape, generator=generator) * mask).requires_grad_()
+    try:
+        value = rule(loss, mask, advantages, group_size)
+    except Exception as err:                        # noqa: BLE001 - the rule's own error
+        raise RuleError(f"--aggregator {spec}: {name_of(rule)} failed on a probe batch: "
+                        f"{type(err).__name__}: {_first_line(err)}") from None
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise RuleError(f"--aggregator {spec}: {name_of(rule)} returned {shape}, not a scalar")
+    if not math.isfinite(value.item()):
+        raise RuleError(f"--aggregator {spec}: {name_of(rule)} returned {value.item()} on a "
+                        f"probe batch, not a finite number")
+    grad = (torch.autograd.grad(value.reshape(()), loss, allow_unused=True)[0]
+            if value.requires_grad else None)
+    if grad is None:
+        raise RuleError(f"--aggregator {spec}: {name_of(rule)} has no gradient in per_token_loss")
+    if micro_batch_size and micro_batch_size % group_size:
+        zero = torch.zeros_like(loss, requires_grad=True)
+        (coefficients,) = torch.autograd.grad(rule(zero, mask, advantages, group_size), zero)
+        if not torch.isclose(value, (coefficients * mask * loss).sum(), rtol=1e-4, atol=1e-6):
+            raise RuleError(f"--aggregator {spec}: --micro-batch-size {micro_batch_size} splits "
+                            f"groups of {group_size}, exact for a rule linear in l only, and "
+                            f"{name_of(rule)} is not; use a multiple of {group_size}")
