@@ -339,3 +339,85 @@ def test_trls_grpo_loss_is_the_sequence_rule_even_when_a_micro_batch_splits_a_gr
     assert trl_loss.item() == pytest.approx(ours.item(), rel=1e-5, abs=1e-7)
     for a, b in zip(trl_grads, torch.autograd.grad(ours, params)):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-7)
+
+
+# =====================================================================================
+# Issue 67: TRL's grpo is not a per-group token mean (TRL #5375, verl #2776)
+# =====================================================================================
+
+
+def two_group_example():
+    """docs/trainer-names.md's example: G = 2, lengths [1, 3] and [2, 2], A = [+1, -1, +1, -1]."""
+    lengths = torch.tensor([1, 3, 2, 2])
+    return (torch.arange(3)[None, :] < lengths[:, None]).float(), torch.tensor([1.0, -1.0, 1.0, -1.0])
+
+
+def example_rows():
+    """{formula: (the four token weights, share on right answers, J at ratio 1)} of the page's table."""
+    out = {}
+    for cells in tables()["aggregation"]:
+        numbers = [float(x) for x in re.findall(r"\d+\.\d+", " ".join(cells[1:]))]
+        out[CODE.findall(cells[0])[0]] = (numbers[:4], numbers[4], numbers[5])
+    return out
+
+
+@pytest.mark.slow                                  # builds a tiny model and TRL's trainer
+def test_trls_grpo_is_not_a_per_group_token_mean_on_the_two_group_example(tmp_path):
+    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
+    from datasets import Dataset
+    from grpo_ba import aggregation_coefficients, clipped_token_loss, positive_share
+    from toy_tasks.model import char_tokenizer, tiny_qwen3
+    mask, adv = two_group_example()
+    zero = torch.zeros(mask.shape)
+    rows = example_rows()
+    assert set(rows) == {"sequence", "group-token"}
+    computed = {}
+    for name, rule in (("sequence", "sequence"), ("group-token", "token")):
+        weights = aggregation_coefficients(mask, adv, 2, rule)[:, 0].tolist()
+        share = positive_share(mask, adv, 2, rule)
+        value = grpo_ba.AGGREGATORS[rule](clipped_token_loss(zero, zero, adv, mask), mask, adv, 2).item()
+        computed[name] = (weights, share, value)
+        page_weights, page_share, page_value = rows[name]
+        assert [f"{w:.4f}" for w in weights] == [f"{w:.4f}" for w in page_weights], name
+        assert (f"{share:.3f}", f"{value:.3f}") == (f"{page_share:.3f}", f"{page_value:.3f}"), name
+    assert computed["sequence"][0] != pytest.approx(computed["group-token"][0])          # not a per-group token mean
+
+    # the grpo row is TRL's own loss: its value and gradient at ratio 1 on this batch
+    tokenizer = char_tokenizer()
+    config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                            max_completion_length=3, use_cpu=True, report_to=[], bf16=False, loss_type="grpo")
+    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer, seed=0), reward_funcs=lambda completions, **kw: [0.0],
+                              args=config, train_dataset=Dataset.from_dict({"prompt": ["1+1="]}),
+                              processing_class=tokenizer)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    gen = torch.Generator().manual_seed(5)
+    batch = {"prompt_ids": torch.randint(3, 12, (4, 3), generator=gen), "prompt_mask": torch.ones(4, 3).long(),
+             "completion_ids": torch.randint(3, 12, (4, 3), generator=gen) * mask.long(),
+             "completion_mask": mask.long(), "advantages": adv, "num_items_in_batch": mask.sum()}
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    trl_loss = trainer.compute_loss(trainer.model, dict(batch))
+    trl_grads = torch.autograd.grad(trl_loss, params)
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    logp = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention, 3)[0]
+    terms = clipped_token_loss(logp, logp.detach(), adv, mask)
+    for name, sign in (("sequence", True), ("group-token", False)):
+        weights = torch.tensor(computed[name][0])[:, None] * mask                    # the row's exact weights
+        ours = torch.autograd.grad((weights * terms).sum(), params, retain_graph=True)
+        same = all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(trl_grads, ours))
+        assert same is sign, name                     # TRL's grpo gradient is the sequence row's, not group-token's
+    assert trl_loss.item() == pytest.approx(rows["sequence"][2], abs=1e-6)
+
+
+def test_the_luspo_row_says_trl_keeps_a_token_level_ratio_by_default():
+    """TRL's luspo with its default importance_sampling_level="token" only warns: the ratio stays
+    token-level, so the row may not say "with a sequence-level ratio" without the setting."""
+    trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
+    fields = {f.name: f.default for f in dataclasses.fields(trl.GRPOConfig)}
+    assert fields["importance_sampling_level"] == "token"
+    config = trl.GRPOConfig(output_dir="unused", loss_type="luspo", use_cpu=True, report_to=[])   # accepted
+    assert config.importance_sampling_level == "token"
+    (row,) = [cells for cells in tables()["trainer"] if cells[1] == "`luspo`"]
+    assert "token-level" in row[2] and '`importance_sampling_level="sequence"`' in row[2]
+    assert "with a sequence-level ratio" not in row[2]
