@@ -3,9 +3,9 @@
     from grpo_ba_lab.integrations.trl_balanced import AggregationGRPOConfig, AggregationGRPOTrainer
     config = AggregationGRPOConfig(output_dir="run", aggregation_rule="token")   # any GRPOConfig field too
     trainer = AggregationGRPOTrainer(model=model, reward_funcs=my_reward, args=config, train_dataset=dataset)
-    trainer.train()
 
-(`model`, `my_reward` and `dataset` are yours: anything GRPOTrainer takes.) The rule is a
+(`model`, `my_reward` and `dataset` are yours: anything GRPOTrainer takes; then `trainer.train()`.
+tests/lab/test_practitioner_snippets.py runs this block on a tiny model.) The rule is a
 config field, `aggregation_rule`, one of grpo_ba's three rules (docs/method.md §2-§5), each
 applied per group of G responses and then averaged over the P groups of the generation batch:
 
