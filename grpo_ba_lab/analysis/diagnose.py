@@ -584,7 +584,7 @@ def recommendation(designs: list[Design], ratio) -> str:
              if f.row.startswith("balanced - token") and "last held-out acc" in f.row]
     favour = [name for name, f in votes if f.word == "holds" and f.mean > 0]
     against = [name for name, f in votes if f.word in ("holds", "contradicted") and f.mean < 0]
-    silent = [name for name, f in votes if f.word == "not detected"]
+    silent = [f"{name}: {f.verdict}" for name, f in votes if f.word == "not detected"]
     if not votes:
         return ("recommendation: none from the toy: the designs covering your ratio ("
                 + ", ".join(d.name for d in covering) + ") have no primary balanced - token row on last held-out "
@@ -593,14 +593,14 @@ def recommendation(designs: list[Design], ratio) -> str:
         return ("recommendation: try balanced in place of token aggregation: balanced - token on last held-out "
                 "accuracy holds in every design covering your ratio (" + ", ".join(favour) + f"); {SCOPE}")
     if favour and not against:
-        return ("recommendation: try balanced against token on your own task, without expecting a gain: at your "
-                "ratio balanced - token on last held-out accuracy holds in " + ", ".join(favour) + " and is not detected in "
-                + ", ".join(silent) + f"; {SCOPE}")
+        return ("recommendation: the designs at your ratio differ, so treat balanced against token as an open "
+                "question to test on your own task: balanced - token on last held-out accuracy holds in "
+                + ", ".join(favour) + "; " + "; ".join(silent) + f"; {SCOPE}")
     if against:
         return ("recommendation: do not switch to balanced on the toy's word: balanced - token on last held-out "
                 "accuracy holds against balanced in " + ", ".join(against) + f"; {SCOPE}")
-    return ("recommendation: no rule change from the toy's evidence: at your ratio balanced - token on last "
-            "held-out accuracy is not detected in " + ", ".join(silent) + f"; {SCOPE}")
+    return ("recommendation: the toy's evidence gives no reason to change rule at your ratio: balanced - token "
+            "on last held-out accuracy, " + "; ".join(silent) + f"; {SCOPE}")
 
 
 def placement(summary: dict, steps: list[dict]) -> dict:
