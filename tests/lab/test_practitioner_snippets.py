@@ -77,6 +77,8 @@ CHECKS = {
     ("docs/trl.md", TRL_BUILD): "python",
     ("docs/trl.md", "python -m grpo_ba_lab.examples.trl_three_rules       # from the clone's top folder; "
                     "--steps, --out, --verbose"): "run elsewhere: tests/lab/test_trl_three_rules_example.py",
+    ("docs/trl.md", "python -m grpo_ba_lab.examples.trl_three_rules --start warmup   # long wrong answers at step 0"):
+        "run elsewhere: tests/lab/test_trl_three_rules_example.py",
     ("docs/trl.md", "one GRPO step: P=8 x G=8, up to 32 new tokens, mu=1, tiny Qwen3 (132,672 parameters), "
                     "2 threads, median of 9 steps after one warm-up step"): "output: a timing on one machine",
     ("docs/verl.md", "pip install -r requirements.txt -r requirements/verl.txt"): "not run: pip install",
@@ -330,6 +332,71 @@ def test_the_pages_own_test_command_names_a_test_file():
     assert os.path.exists(os.path.join(ROOT, block.split()[3]))
 
 
-def test_the_example_command_is_run_by_its_test():
+def test_the_example_commands_are_run_by_the_examples_test():
     with open(os.path.join(ROOT, "tests", "lab", "test_trl_three_rules_example.py")) as f:
-        assert "grpo_ba_lab.examples.trl_three_rules" in f.read()
+        test = f.read()
+    for key, how in CHECKS.items():
+        if how == "run elsewhere: tests/lab/test_trl_three_rules_example.py":
+            words = command_lines(snippets()[key])[0].split()
+            assert words[2] in test and all(f'"{flag}"' in test for flag in words[3:] if flag.startswith("--"))
+
+
+# =====================================================================================
+# Inline API calls: `AggregationGRPOConfig(aggregation_rule="token")` in a sentence or a table cell
+# =====================================================================================
+
+API = ("AggregationGRPOConfig", "AggregationGRPOTrainer", "BalancedGRPOTrainer", "GRPOTrainerWithBiasMetrics",
+       "dump_rollouts")
+
+
+def inline_calls():
+    """[(source, call)] of the code spans (backticked, in pages and docstrings) that call the TRL plug-in's API."""
+    import re
+    found = []
+    for source in PAGES + MODULES:
+        with open(os.path.join(ROOT, source), encoding="utf-8") as f:
+            text = f.read()
+        for span in re.findall(r"`([^`\n]+)`", text):
+            if span.startswith(API) and "(" in span:
+                found.append((source, span))
+    return found
+
+
+def expansions(call):
+    """A call with `...` for the rule, or alternatives `"a" | "b"`, as one call per rule."""
+    from grpo_ba_lab.integrations.trl_balanced import RULES
+    if 'aggregation_rule="token" | "sequence" | "balanced"' in call:
+        return [call.replace('"token" | "sequence" | "balanced"', f'"{rule}"') for rule in RULES]
+    if "aggregation_rule=..." in call:
+        return [call.replace("aggregation_rule=...", f'aggregation_rule="{rule}"') for rule in RULES]
+    return [call]
+
+
+@pytest.mark.skipif(not HAS_TRL, reason="TRL is optional: pip install -r requirements/trl.txt")
+def test_every_inline_call_of_the_trl_plugin_is_one_it_accepts(tmp_path, monkeypatch):
+    """Issue 67 found `AggregationGRPOTrainer(rule="token")` on three pages, which the trainer refuses
+    with a TypeError. Every backticked call of the plug-in's API on the pages and in the docstrings
+    is evaluated here (configs built; a trainer call would need a model, so none may be written
+    with arguments other than the config's)."""
+    import torch
+    import transformers.training_args as training_args
+    import grpo_ba_lab.integrations.trl_balanced as trl_balanced
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(training_args, "is_torch_bf16_gpu_available", lambda: True)
+    monkeypatch.chdir(tmp_path)
+    calls = inline_calls()
+    assert len(calls) >= 5
+    for source, call in calls:
+        assert call.startswith("AggregationGRPOConfig("), (source, call)     # the only form the pages use
+        for one in expansions(call):
+            config = eval(one, {name: getattr(trl_balanced, name) for name in API})
+            assert config.aggregation_rule in trl_balanced.RULES, (source, one)
+
+
+def test_no_page_or_docstring_passes_rule_to_a_trainer():
+    import re
+    stale = re.compile(r"(AggregationGRPOTrainer|BalancedGRPOTrainer)\([^)]*(?<![a-z_])rule=")
+    for source in PAGES + MODULES:
+        with open(os.path.join(ROOT, source), encoding="utf-8") as f:
+            assert not stale.search(f.read()), source
+    assert stale.search('AggregationGRPOTrainer(rule="token", model=m)')      # the pattern the issue found

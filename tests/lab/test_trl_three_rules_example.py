@@ -58,14 +58,48 @@ def test_the_three_rules_example_runs_from_the_clone_and_ends_with_what_it_measu
     assert len({tuple(v) for v in later.values()}) > 1                      # the rules trained differently
     assert sum(r["reward"] for r in rows["token"]) > 0                      # the reward gives a signal
 
-    # TRL's first logged loss is J_rule at ratio 1: token's is its drift on step 0's batch (TRL's
-    # unbiased std is sqrt(G / (G - 1)) times diagnose's population std), the others' are 0.
+    # TRL's first logged loss is J_rule at ratio 1: token's is its drift on step 0's batch, which
+    # diagnose computes with TRL's unbiased std (the dump records it), the others' are 0.
     step0 = diagnose.diagnose_steps(str(out / "rollouts-token.jsonl"))[0]
     token_loss = printed["token"]["trl_first_loss"]
-    assert token_loss == pytest.approx(step0["token_loss_at_ratio_one"] * (7 / 8) ** 0.5, rel=2e-3)
+    assert token_loss == pytest.approx(step0["token_loss_at_ratio_one"], rel=1e-5)
     assert abs(token_loss) > 1e-3
     assert abs(printed["sequence"]["trl_first_loss"]) < 1e-5 and abs(printed["balanced"]["trl_first_loss"]) < 1e-5
     story = done.stdout[done.stdout.index("What the three runs measured"):]
     assert f"token {token_loss:+.3g}" in story
     assert "Sign-length coupling" in story and "Sequence equal-weighting" in story
-    assert story.count("an identity") >= 3 and "This was a smoke test: 2 steps" in story
+    assert story.count("an identity") >= 3 and "this was a smoke test, 2 steps of one seed" in story
+    assert f"wrong answers were {step0['neg_over_pos']:.2f}x as long as right ones" in story
+    assert "not the paper's situation" in story and "--start warmup reaches it" in story   # random weights: short wrong
+    assert step0["neg_over_pos"] < 1
+    recommendation = story.strip().splitlines()[-2]                         # before the JSON line
+    assert "What to do with it" in story and recommendation.startswith("recommendation: ")
+
+
+def test_the_warmup_start_reaches_long_wrong_answers_at_step_0_and_ends_with_the_decision(tmp_path):
+    """--start warmup: the course demo's shipped warm-up, the toy's prompts, verifier.py. Step 0's
+    wrong/right ratio is measured and printed, above 1 (the paper's situation), and the numbers
+    docs/trl.md quotes for this command are the ones it prints."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
+               MPLBACKEND="Agg")
+    out = tmp_path / "warm"
+    done = subprocess.run([sys.executable, "-m", "grpo_ba_lab.examples.trl_three_rules", "--start", "warmup",
+                           "--steps", "1", "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    step0 = diagnose.diagnose_steps(str(out / "rollouts-token.jsonl"))[0]
+    assert step0["neg_over_pos"] > 1 and step0["n_groups"] == 16
+    measured = (f"wrong answers were {step0['neg_over_pos']:.2f}x as long as right ones (Lbar- "
+                f"{step0['len_neg']:.2f}, Lbar+ {step0['len_pos']:.2f}): the paper's situation")
+    assert measured in done.stdout
+    story = done.stdout[done.stdout.index("What the three runs measured"):]
+    token = json.loads(done.stdout.strip().splitlines()[-1])["token"]
+    assert "recommendation: " in story and "scope: the toy's worlds" in story
+    with open(os.path.join(ROOT, "docs", "trl.md")) as f:
+        page = " ".join(f.read().split())
+    quoted = (f"step 0's batch had wrong answers {step0['neg_over_pos']:.2f}x as long as right ones "
+              f"({16 - token['groups_without_signal']} of 16 groups with a signal), token put "
+              f"{token['pos_share_token']:.1%} of its weight on right answers and its drift, as TRL logged it, was "
+              f"{token['trl_first_loss']:+.4f}")
+    assert quoted in page, quoted
