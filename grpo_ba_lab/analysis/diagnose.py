@@ -688,8 +688,9 @@ def main(argv=None) -> int:
                     "file as one batch, each rule's share of gradient weight on positive-advantage responses, the "
                     "length regime and the token rule's loss at ratio 1 (docs/diagnose.md). Lines that carry "
                     "`step` are also reported step by step. Lines that carry `run` are never "
-                    "merged across runs: a file of several runs needs --run. The last line "
-                    "printed is one JSON object.",
+                    "merged across runs: a file of several runs needs --run. The report ends with a "
+                    "decision: where the run sits against the toy's registered designs, their verdicts, "
+                    "and a recommendation scoped to them. The last line printed is one JSON object.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("file", metavar="FILE", help="rollouts or completions, one JSON object per line")
     parser.add_argument("--adv-scale", choices=("std", "none"), default=None,

@@ -72,6 +72,8 @@ def test_the_three_rules_example_runs_from_the_clone_and_ends_with_what_it_measu
     assert f"wrong answers were {step0['neg_over_pos']:.2f}x as long as right ones" in story
     assert "not the paper's situation" in story and "--start warmup reaches it" in story   # random weights: short wrong
     assert step0["neg_over_pos"] < 1
+    with open(os.path.join(ROOT, "docs", "trl.md")) as f:                   # the ratio the page quotes
+        assert f"the lenient reward at 8 tokens gave {step0['neg_over_pos']:.2f}" in " ".join(f.read().split())
     recommendation = story.strip().splitlines()[-2]                         # before the JSON line
     assert "What to do with it" in story and recommendation.startswith("recommendation: ")
 
