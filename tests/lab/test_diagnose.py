@@ -341,3 +341,10 @@ def test_a_run_with_steps_is_placed_by_its_first_step(tmp_path, capsys):
     block = decision_of(tmp_path, capsys, lines)
     assert "this run (step 0's batch): wrong/right (Lbar-/Lbar+) 0.50" in block
     assert block.splitlines()[-1].startswith("recommendation: no registered design covers this range")
+
+
+def test_without_the_registered_reports_the_decision_says_so_in_one_line(tmp_path):
+    """An installed package has no assets/: the run is not placed, and nothing is invented."""
+    report = diagnose.diagnose(write_lines(tmp_path / "r.jsonl", rollouts_at(2.0)))
+    block, numbers = diagnose.format_decision(report, [], repo=str(tmp_path))
+    assert "\n" not in block and "are not here" in block and numbers == {}
