@@ -563,6 +563,16 @@ def _span(values, spec=".2f") -> str:
     return f"{min(values):{spec}}-{max(values):{spec}}" if values else "n/a"
 
 
+def headline(design: Design) -> str:
+    """The verdict word of the design's primary balanced - token row on last held-out accuracy."""
+    rows = [f for f in design.findings if f.row.startswith("balanced - token") and "last held-out acc" in f.row]
+    if not rows:
+        return "no such primary row"
+    if rows[0].word == "not detected":                      # with the difference it would have seen
+        return f"not detected (>= {rows[0].verdict.split('differences of ')[1].split(' ')[0]})"
+    return rows[0].word
+
+
 def covers(design: Design, ratio) -> bool:
     """Does the design's step-0 wrong/right range contain the run's ratio?"""
     return ratio is not None and bool(design.ratios) and min(design.ratios) <= ratio <= max(design.ratios)
@@ -626,10 +636,12 @@ def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple
              f"  this run ({run['where']}): wrong/right (Lbar-/Lbar+) {_fmt(ratio)}, token's share on right answers "
              f"{_fmt(run['share'], '.3f')}, length std/mean {_fmt(run['spread'])}",
              f"  {'design':<34s} {'runs':>4s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
-             f"{'std/mean':>9s}  covers your ratio"]
+             f"{'std/mean':>9s}  {'balanced - token, last acc':<26s}  covers your ratio"]
     for d in designs:
         lines.append(f"  {d.name:<34s} {len(d.ratios):>4d}  {_span(d.ratios):>18s}  {_span(d.shares, '.3f'):>22s}  "
-                     f"{_span(d.spreads):>9s}  {'yes' if covers(d, ratio) else 'no'}")
+                     f"{_span(d.spreads):>9s}  {headline(d):<26s}  {'yes' if covers(d, ratio) else 'no'}")
+    lines.append("  (the verdict column: not detected (>= d) means a difference of d or more would have been seen "
+                 "at 80% power)")
     covering = [d for d in designs if covers(d, ratio)]
     lines.append("  what the designs covering your ratio found (primary rows; verdicts: holds, contradicted, "
                  "not detected):" if covering else "  no design's step-0 wrong/right range covers your ratio")

@@ -309,7 +309,8 @@ def test_a_run_inside_a_designs_range_is_placed_there_with_the_designs_verdicts(
     middle = (min(design.ratios) + max(design.ratios)) / 2
     block = decision_of(tmp_path, capsys, rollouts_at(middle))
     table_row = next(line for line in block.splitlines() if line.strip().startswith(design.name))
-    assert table_row.endswith("yes")
+    assert table_row.endswith("yes") and diagnose.headline(design) in table_row
+    assert diagnose.headline(design).split(" (")[0] in ("holds", "contradicted", "not detected", "no such primary row")
     for finding in design.findings:
         assert f"{design.name}: {finding.row}: {finding.verdict}" in block
     recommendation = block.splitlines()[-1]
