@@ -556,7 +556,7 @@ def demo(args: Args, log=print, train_one=None, terminal=None) -> str:
     for k, rule in enumerate(AGGREGATORS, 1):
         out = os.path.join(base, rule)
         log(f"[{k}/{len(AGGREGATORS)}] {rule}: {args.steps} GRPO steps in {out}")
-        progress = grpo_ba_plots.Progress(args.steps, terminal)     # the run's log lines: dropped
+        progress = grpo_ba_plots.Progress(args.steps, terminal, log)   # its log: a warm-up's only
         train_one(dataclasses.replace(args, aggregator=rule, output_dir=out), log=progress)
         runs[rule] = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))
     figures = (grpo_ba_plots.mechanism_figure(runs, os.path.join(base, "mechanism.png"),

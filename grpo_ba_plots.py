@@ -176,13 +176,17 @@ def redraw(run_dir: str) -> list[str]:
 
 class Progress(grpo_ba_run.RunLogger):
     """A run's steps on one terminal line rewritten in place (step k/N, seconds, last accuracy);
-    nothing unless `stream` is a terminal. As a run's `log` it drops its lines (grpo_ba.demo)."""
+    nothing unless `stream` is a terminal. As a run's `log` it drops its lines (grpo_ba.demo),
+    but for a warm-up being trained, which takes a while: that line goes to `log`, with where
+    it is cached."""
 
-    def __init__(self, steps: int, stream=None):
+    def __init__(self, steps: int, stream=None, log=None):
         self.stream, self.steps, self.started = stream or sys.stdout, steps, time.time()
-        self.shown, self.accuracy, self.width = self.stream.isatty(), "", 0
+        self.shown, self.accuracy, self.width, self.passed = self.stream.isatty(), "", 0, log
 
-    def __call__(self, *lines): pass                # the run's own log lines: dropped
+    def __call__(self, *lines):                     # the run's own log lines: dropped, but one
+        if self.passed and lines and str(lines[0]).startswith("warm-up: training"):
+            self.passed(*lines)
 
     def log(self, metrics: dict):
         if metrics.get("accuracy") is not None:
@@ -238,7 +242,7 @@ def story(runs: dict, args, figures) -> list[str]:
                                              "yet here they did not shrink least under it"))
     read = [f"- {text}" for text in (
         "share: the update's weight on right answers; 0.5 is unbiased. Below it, sign-length "
-        "coupling: token weighs every token alike, so the side writing more tokens gets more.",
+        "coupling: token weighs all tokens alike, so the side writing more gets more.",
         "long/short: a group's longest right answer's weight per token over its shortest's; 1 is "
         "unbiased. Below it, sequence equal-weighting: 1/L to each token of an L-token answer. "
         "Gaps in its panel: steps with no two right answers of different lengths.",
@@ -249,7 +253,8 @@ def story(runs: dict, args, figures) -> list[str]:
         "the figure's last panels: the responses the world forced into a slip (the same for "
         "every rule) and entropy, how spread the policy's next-token choice is.")]
     read = ["Reading the rows:",
-            *(line for text in read for line in textwrap.wrap(text, 92, subsequent_indent="  "))]
+            *(line.replace("\xa0", " ") for text in read for line in textwrap.wrap(
+                _unbroken(text), 92, subsequent_indent="  ", break_on_hyphens=False))]
     where = "" if args.design == designs.DEMO else f" --design {args.design}"
     if len(runs) == 1:                            # one rule: the three beside it, same seed
         nxt = ["Next, in minutes on a laptop: the three rules from the same weights and seed,",
@@ -260,15 +265,22 @@ def story(runs: dict, args, figures) -> list[str]:
     else:
         compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)
         nxt = [f"Next, minutes on a laptop: python grpo_ba.py --seed {args.seed + 1}{where} (a "
-               "warm-up, three runs). Paired",
-               "over many seeds, several CPU-hours (a warm-up and three runs per seed): python -m",
-               f"grpo_ba_lab.analysis.sweep --design {compared_by}"]
+               "warm-up, three runs). Over many",
+               "seeds, several CPU-hours: python -m grpo_ba_lab.analysis.sweep --design "
+               f"{compared_by}"]
     told = world(args, next(iter(runs.values())))
     return ["", *table, "", *told, *([""] if told else []), *read, "", *nxt,
             f"Figure{'s' * (len(figures) > 1)}: {figures[0]} (this run over its steps)"
             + ("," if len(figures) > 1 else ""),
             *([f"         {figures[1]} (each rule's bias in one group, docs/method.md §3)"]
               if len(figures) > 1 else [])]
+
+
+def _unbroken(text: str) -> str:
+    """The paper's names of the two biases kept on one line when wrapped (no-break spaces)."""
+    for name in ("sign-length coupling", "sequence equal-weighting", "held-out prompts"):
+        text = text.replace(name, name.replace(" ", "\xa0"))
+    return text
 
 
 def run_story(run_dir: str, args) -> list[str]:
