@@ -85,16 +85,23 @@ def mechanism_figure(runs: dict, path: str | None, title: str):
             line = dict(style(rule) if key != "forced_frac" else WORLD)
             if key == "long_right_weight":        # a gap: a step with no such group, not a 0
                 steps, values = _with_gaps(metrics, steps, values)
-                line.update(marker=line.get("marker", "o"), ms=3, markevery=1)  # lone points too
+                lone = [(x, y) for i, (x, y) in enumerate(zip(steps, values)) if math.isfinite(y)
+                        and all(not 0 <= j < len(values) or math.isnan(values[j])
+                                for j in (i - 1, i + 1))]
+                if lone:                          # a step between two gaps: a dot, not nothing
+                    ax.plot(*zip(*lone), ls="none", marker="o", ms=4, color=line["color"],
+                            label="_lone")
             if len(steps) < 3:                    # a point or two: shown, not a bare axis
                 line.update(marker="o", ms=5)
             ax.plot(steps, values, **line)
         if key in REFERENCE:
             ax.axhline(REFERENCE[key], color="gray", lw=0.8)
-        if key == "long_right_weight":
-            ax.text(0.02, 0.02, _gaps_note(runs), transform=ax.transAxes, fontsize=8,
-                    va="bottom", color="dimgray")
-        ax.set(title=label, xlabel="step")
+        ys = [y for line in ax.get_lines() for y in line.get_ydata() if math.isfinite(y)]
+        if ys and max(ys) - min(ys) < 1e-3:       # a flat line, not float noise blown up
+            middle = (max(ys) + min(ys)) / 2
+            ax.set_ylim(middle - 0.1 * max(1.0, abs(middle)), middle + 0.1 * max(1.0, abs(middle)))
+        gaps = _gaps_note(runs) if key == "long_right_weight" else ""     # said on the figure
+        ax.set(title=label, xlabel="step" + gaps)
         ax.grid(alpha=0.3)
     axes.flat[0].legend()
     names = [own_rule.name_of(rule) for rule in runs]
@@ -116,8 +123,8 @@ def _gaps_note(runs) -> str:
                                            and m.get("long_right_weight") is None)
                for rule, metrics in runs.items()}
     counts = ", ".join(f"{name} {n}" for name, n in missing.items())
-    return ("gaps: steps where no group had two right answers of different lengths,\n"
-            f"so there is nothing to compare (steps without one: {counts})")
+    return textwrap.fill(f"; a gap: a step where no group had two right answers of different "
+                         f"lengths to compare (steps without one: {counts})", 48)
 
 
 def bias_curves(curves: dict, path: str | None):
@@ -236,10 +243,13 @@ def story(runs: dict, args, figures) -> list[str]:
                "wrong answers are the world's rambles")
     if "sequence" in runs and len(runs) > 1:    # sequence gives a long ramble's tokens 1/L each
         others = [late(m, "len_wrong") for rule, m in runs.items() if rule != "sequence"]
-        least = late(runs["sequence"], "len_wrong") >= max(others)
+        seq = runs["sequence"]
+        least = late(seq, "len_wrong") >= max(others)
+        grew = late(seq, "len_wrong") >= first(seq, "len_wrong")
+        outcome = (("did not shrink under it at all" if grew else "shrank least under it")
+                   if least else "did not shrink least under it")
         lengths += ("; token and balanced push each of their tokens alike, sequence each 1/L of "
-                    "its answer's push, " + ("and here they shrank least under it" if least else
-                                             "yet here they did not shrink least under it"))
+                    f"its answer's push, and here they {outcome}")
     read = [f"- {text}" for text in (
         "share: the update's weight on right answers; 0.5 is unbiased. Below it, sign-length "
         "coupling: token weighs all tokens alike, so the side writing more gets more.",
