@@ -431,7 +431,14 @@ BAND_REPORTS = (("strong-band-v3", "assets/strong-band-v3/consequences.md"),
                 ("demo-band-v3", "assets/demo-band-v3/consequences.md"))
 REGIME_REPORT = ("regime-v3", "assets/regime-v3/regime.md", "assets/regime-v3/runs.tar.gz")
 REGIME_LEVELS = ("none", "weak", "strong")
-NOT_CITED = "regime-v4 (registrations/regime-v4.md) is registered and has no results yet: nothing of it is cited"
+V4_REPORT = "assets/regime-v4/regime.md"
+
+
+def not_cited(repo: str) -> str:
+    """What the block leaves out: regime-v4, with no report yet, or one this version does not read."""
+    if os.path.exists(os.path.join(repo, V4_REPORT)):
+        return f"regime-v4 ({V4_REPORT}) has a report, which this version of diagnose does not read"
+    return "regime-v4 (registrations/regime-v4.md) is registered and has no committed report: nothing of it is cited"
 SHARE_COLUMN = "weight share on right answers, run mean"
 SCOPE = ("scope: the toy's worlds in those designs (a tiny model on toy arithmetic, last held-out accuracy), "
          "not your model or task")
@@ -574,7 +581,8 @@ def headline(design: Design) -> str:
 
 
 def covers(design: Design, ratio) -> bool:
-    """Does the design's step-0 wrong/right range contain the run's ratio?"""
+    """Does the range of the design's units' step-0 wrong/right ratios contain the run's? The
+    share and spread are printed beside it, not used to place the run."""
     return ratio is not None and bool(design.ratios) and min(design.ratios) <= ratio <= max(design.ratios)
 
 
@@ -603,14 +611,15 @@ def recommendation(designs: list[Design], ratio) -> str:
         return ("recommendation: try balanced in place of token aggregation: balanced - token on last held-out "
                 "accuracy holds in every design covering your ratio (" + ", ".join(favour) + f"); {SCOPE}")
     if favour and not against:
-        return ("recommendation: the designs at your ratio differ, so treat balanced against token as an open "
-                "question to test on your own task: balanced - token on last held-out accuracy holds in "
-                + ", ".join(favour) + "; " + "; ".join(silent) + f"; {SCOPE}")
+        return ("recommendation: test balanced against token on your own task: balanced - token on last held-out "
+                "accuracy holds in " + ", ".join(favour) + "; " + "; ".join(silent) + " (separately registered "
+                f"designs, never compared with each other); {SCOPE}")
     if against:
         return ("recommendation: do not switch to balanced on the toy's word: balanced - token on last held-out "
                 "accuracy holds against balanced in " + ", ".join(against) + f"; {SCOPE}")
-    return ("recommendation: the toy's evidence gives no reason to change rule at your ratio: balanced - token "
-            "on last held-out accuracy, " + "; ".join(silent) + f"; {SCOPE}")
+    return ("recommendation: compare the rules on your own task: at your ratio the toy's designs did not detect "
+            "balanced - token on last held-out accuracy (" + "; ".join(silent) + "), which is not evidence that "
+            f"the rules are equal; {SCOPE}")
 
 
 def placement(summary: dict, steps: list[dict]) -> dict:
@@ -635,13 +644,15 @@ def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple
     lines = ["decision: this run against the toy's registered designs",
              f"  this run ({run['where']}): wrong/right (Lbar-/Lbar+) {_fmt(ratio)}, token's share on right answers "
              f"{_fmt(run['share'], '.3f')}, length std/mean {_fmt(run['spread'])}",
-             f"  {'design':<34s} {'runs':>4s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
-             f"{'std/mean':>9s}  {'balanced - token, last acc':<26s}  covers your ratio"]
+             f"  {'design':<34s} {'units':>5s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
+             f"{'std/mean':>9s}  {'balanced - token, last acc':<26s}  your ratio inside its units' range"]
     for d in designs:
-        lines.append(f"  {d.name:<34s} {len(d.ratios):>4d}  {_span(d.ratios):>18s}  {_span(d.shares, '.3f'):>22s}  "
+        lines.append(f"  {d.name:<34s} {len(d.ratios):>5d}  {_span(d.ratios):>18s}  {_span(d.shares, '.3f'):>22s}  "
                      f"{_span(d.spreads):>9s}  {headline(d):<26s}  {'yes' if covers(d, ratio) else 'no'}")
-    lines.append("  (the verdict column: not detected (>= d) means a difference of d or more would have been seen "
-                 "at 80% power)")
+    lines.append("  (a unit: one seed on one machine variant, its rules from one warm-up; the verdict column: not "
+                 "detected (>= d) means a difference of d or more would have been seen at 80% power)")
+    lines.append("  (a design's verdict is its average over units whose step-0 ratios span its range, not a "
+                 "result at your ratio; your share and spread are printed, not used to place the run)")
     covering = [d for d in designs if covers(d, ratio)]
     lines.append("  what the designs covering your ratio found (primary rows; verdicts: holds, contradicted, "
                  "not detected):" if covering else "  no design's step-0 wrong/right range covers your ratio")
@@ -650,7 +661,7 @@ def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple
             lines.append(f"    {d.name}: no primary row at this level")
         for f in d.findings:
             lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}")
-    lines.append(f"  not cited: {NOT_CITED}")
+    lines.append(f"  not cited: {not_cited(repo)}")
     rec = recommendation(designs, ratio)
     lines.append(rec)
     numbers = {"placed_on": run["where"], "covering_designs": [d.name for d in covering],

@@ -331,7 +331,8 @@ def test_a_run_outside_every_designs_range_gets_no_registered_design_covers_this
 def test_the_decision_cites_no_result_of_regime_v4_and_uses_only_the_three_verdict_words(tmp_path, capsys):
     block = decision_of(tmp_path, capsys, rollouts_at(2.0))
     assert [line for line in block.splitlines() if "regime-v4" in line] == [
-        f"  not cited: {diagnose.NOT_CITED}"]
+        f"  not cited: {diagnose.not_cited(diagnose.REPO)}"]
+    assert "no committed report" in diagnose.not_cited(str(tmp_path))           # no assets/regime-v4 there
     verdicts = [line.split(": ")[2].split(";")[0] for line in block.splitlines() if line.startswith("    ")]
     assert verdicts and all(v.split(" (")[0] in ("holds", "contradicted", "not detected") for v in verdicts)
 
@@ -349,3 +350,24 @@ def test_without_the_registered_reports_the_decision_says_so_in_one_line(tmp_pat
     report = diagnose.diagnose(write_lines(tmp_path / "r.jsonl", rollouts_at(2.0)))
     block, numbers = diagnose.format_decision(report, [], repo=str(tmp_path))
     assert "\n" not in block and "are not here" in block and numbers == {}
+
+
+def test_once_regime_v4_has_a_report_the_decision_stops_saying_it_has_none(tmp_path):
+    assert "no committed report" in diagnose.not_cited(str(tmp_path))
+    (tmp_path / "assets" / "regime-v4").mkdir(parents=True)
+    (tmp_path / "assets" / "regime-v4" / "regime.md").write_text("a report\n")
+    assert "has a report, which this version of diagnose does not read" in diagnose.not_cited(str(tmp_path))
+
+
+def _design(name, word, mean):
+    verdict = word if word != "not detected" else "not detected (differences of 0.05 or more would have been seen)"
+    finding = diagnose.Finding("balanced - token, last held-out acc", mean, f"{mean:+.3f} [..]", verdict, word)
+    return diagnose.Design(name, "", [1.0, 3.0], [0.3], [0.5], [finding], "")
+
+
+def test_a_not_detected_design_is_neither_a_disagreement_nor_a_reason_to_keep_a_rule():
+    mixed = diagnose.recommendation([_design("A", "holds", 0.05), _design("B", "not detected", 0.01)], 2.0)
+    assert "designs at your ratio differ" not in mixed and "never compared with each other" in mixed and "holds in A" in mixed
+    silent = diagnose.recommendation([_design("B", "not detected", 0.01)], 2.0)
+    assert "no reason" not in silent and "not evidence that the rules are equal" in silent
+    assert all("scope: the toy's worlds" in r for r in (mixed, silent))
