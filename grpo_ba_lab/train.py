@@ -18,6 +18,7 @@ import functools
 import sys
 
 import grpo_ba
+from grpo_ba_support import own_rule
 from grpo_ba_support import run as grpo_ba_run
 from grpo_ba_support.args import run_command
 from grpo_ba_lab import lab_args
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
         if args.aggregator == "all":
             grpo_ba.demo(args, train_one=train)
         else:
-            default_dir = f"runs/{args.regime}-{args.aggregator}-s{args.seed}"
+            default_dir = f"runs/{args.regime}-{own_rule.name_of(args.aggregator)}-s{args.seed}"
             train(dataclasses.replace(args, output_dir=args.output_dir or default_dir))
     return run_command(prog, command)
 

@@ -124,7 +124,8 @@ ONE_WORKER_FILES = {"test_run_safety.py", "test_trl_multiprocess.py", "test_run_
                     "test_token_mean_pooling.py", "test_cli_help.py"}
 # The longest tests and files start first, so that the last to finish under -n is a short
 # one (slowest first, as `--durations=40` measured them; docs/install.md).
-LONGEST_FIRST = ("test_demo.py::test_the_demo_from_the_shipped_warmup", "test_predict_then_run.py",
+LONGEST_FIRST = ("test_lab_plan.py::test_every_command_of_the_plan", "test_fresh_home.py",
+                 "test_demo.py::test_the_demo_from_the_shipped_warmup", "test_predict_then_run.py",
                  "test_real_model.py", "test_run_outputs.py", "test_page_numbers_mutations.py",
                  "test_training.py", "test_packaging.py", "test_explore_page.py", "test_rollout_engines.py",
                  "test_regime_map.py", "test_student_copy.py", "test_notebook.py", "test_designs.py",
