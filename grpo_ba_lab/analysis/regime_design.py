@@ -80,15 +80,22 @@ def unit_finished(runs_dir: str, level: str, seed: int, variant: str) -> bool:
     return True
 
 
+def variant_env(variant: str) -> dict:
+    """The environment of a unit's process on a machine variant: its kernels (set before torch
+    loads) and the repository on the path."""
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    if designs.VARIANTS[variant]["cpu_capability"]:
+        env["ATEN_CPU_CAPABILITY"] = designs.VARIANTS[variant]["cpu_capability"]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (designs.REPO, env.get("PYTHONPATH"))))
+    return env
+
+
 def run_variant(variant: str, runs_dir: str, cache_dir: str = "", until: float | None = None, log=print):
     """Trains one variant's units, seed by seed, each seed's levels in LEVELS' order; a
     finished unit is skipped, an unfinished one trained again from its start. No unit starts
     after `until` (seconds since the epoch): the registered time limit."""
     cache_dir = cache_dir or os.path.join(runs_dir, f"cache-{variant}")
-    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-    if designs.VARIANTS[variant]["cpu_capability"]:
-        env["ATEN_CPU_CAPABILITY"] = designs.VARIANTS[variant]["cpu_capability"]
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, (designs.REPO, env.get("PYTHONPATH"))))
+    env = variant_env(variant)
     plan = [(seed, level) for seed in designs.REGIME_SEEDS for level in LEVELS]
     for k, (seed, level) in enumerate(plan, 1):
         if unit_finished(runs_dir, level, seed, variant):
@@ -272,13 +279,18 @@ def report_text(runs: dict, kept: list[int]) -> str:
     for b in better_of_the_others(runs):
         lines.append(f"| {b['level']} | {b['better']} | {_interval(b['test'])} | "
                      f"{'yes' if b['level_or_best'] else 'no'} | {b['test']['detectable']:.3f} |")
-    lines += ["", "Per level and rule, last held-out accuracy (mean over units):", "",
-              "| level | token | sequence | balanced |", "|---|---|---|---|"]
+    return "\n".join(lines + rule_means_table(runs, RULES)) + "\n"
+
+
+def rule_means_table(runs: dict, rules) -> list[str]:
+    """The report's last table: per level and rule, last held-out accuracy, mean over units."""
+    lines = ["", "Per level and rule, last held-out accuracy (mean over units):", "",
+             "| level | " + " | ".join(rules) + " |", "|---|" + "---|" * len(rules)]
     for level, (by_rule, _) in runs.items():
         lines.append(f"| {level} | " + " | ".join(
             f"{paired_stats.mean_finite(paired_stats.last_accuracy(m) for m in by_rule[rule].values()):.3f}"
-            for rule in RULES) + " |")
-    return "\n".join(lines) + "\n"
+            for rule in rules) + " |")
+    return lines
 
 
 FIGURE_PAIRS = (("token", "sequence"), ("balanced", "token"), ("balanced", "sequence"))
@@ -314,6 +326,12 @@ def regime_figure(runs: dict, path: str, kept: list[int]):
     # pooled intervals only: a row's verdict also needs each path's own interval (regime.md)
     ax.set_title(f"regime-v3: paired differences by gap ({len(kept)} seeds x {len(designs.REGIME_VARIANTS)} "
                  f"paths; pooled 95% intervals;\nverdicts need each path's own interval too: regime.md)", fontsize=10)
+    return finish_figure(fig, ax, path)
+
+
+def finish_figure(fig, ax, path: str):
+    """Legend, grid, saved at 100 dpi and closed: the regime figures' last steps."""
+    from grpo_ba_lab.analysis import plots
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -322,17 +340,21 @@ def regime_figure(runs: dict, path: str, kept: list[int]):
     return fig
 
 
+def write_report(out: str, text: str, draw, log=print) -> str:
+    """regime.md (the text) and regime.png (draw(path)) under out."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "regime.md"), "w") as f:
+        f.write(text)
+    draw(os.path.join(out, "regime.png"))
+    log(text + f"wrote {os.path.join(out, 'regime.md')} and {os.path.join(out, 'regime.png')}")
+    return text
+
+
 def report(runs_dir: str, out: str, log=print) -> str:
     runs, kept = load_design(runs_dir)
     if not kept:
         raise ValueError(f"no seed of the regime design is finished at every level and variant under {runs_dir}")
-    os.makedirs(out, exist_ok=True)
-    text = report_text(runs, kept)
-    with open(os.path.join(out, "regime.md"), "w") as f:
-        f.write(text)
-    regime_figure(runs, os.path.join(out, "regime.png"), kept)
-    log(text + f"wrote {os.path.join(out, 'regime.md')} and {os.path.join(out, 'regime.png')}")
-    return text
+    return write_report(out, report_text(runs, kept), lambda path: regime_figure(runs, path, kept), log)
 
 
 def main(argv=None) -> int:

@@ -39,6 +39,8 @@ import time
 
 from grpo_ba_lab import designs
 from grpo_ba_lab.analysis import paired_stats, toy_consequences
+from grpo_ba_lab.analysis.regime_design import (finish_figure, rule_means_table, token_share, variant_env,
+                                                write_report)
 from grpo_ba_lab.plumbing import run_dirs
 from grpo_ba_support import run as grpo_ba_run
 
@@ -86,14 +88,6 @@ def unit_finished(runs_dir: str, level: str, seed: int, variant: str) -> bool:
 def plan() -> list[tuple[int, str]]:
     """The run order of one stream: seed by seed, each seed's levels weak then strong."""
     return [(seed, level) for seed in SEEDS for level in LEVELS]
-
-
-def variant_env(variant: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-    if designs.VARIANTS[variant]["cpu_capability"]:
-        env["ATEN_CPU_CAPABILITY"] = designs.VARIANTS[variant]["cpu_capability"]
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, (designs.REPO, env.get("PYTHONPATH"))))
-    return env
 
 
 def run_variant(variant: str, runs_dir: str, cache_dir: str = "", pause_at: float | None = None, log=print):
@@ -217,11 +211,6 @@ def interaction(runs: dict, fn=paired_stats.last_accuracy) -> dict:
     return {v: {s: high[v][s] - low[v][s] for s in high[v]} for v in high}
 
 
-def token_share(by_rule: dict) -> float:
-    fn = dict((k, f) for k, _, f in toy_consequences.METRICS)["pos_share"]
-    return paired_stats.mean_finite(fn(m) for m in by_rule["token"].values())
-
-
 def manipulation(runs: dict) -> dict:
     """{level: (share, passed)}: the registered check of each level."""
     out = {}
@@ -287,13 +276,7 @@ def report_text(runs: dict) -> str:
         lines.append(f"| {r['what']} | {r['label']} | {t['n']} | {paired_stats._fmt_interval(t)} | "
                      + " | ".join(paired_stats._fmt_interval(t["variants"][v]) for v in VARIANTS)
                      + f" | {verdict_words(r)} |")
-    lines += ["", "Per level and rule, last held-out accuracy (mean over units):", "",
-              "| level | token | sequence |", "|---|---|---|"]
-    for level, (by_rule, _) in runs.items():
-        lines.append(f"| {level} | " + " | ".join(
-            f"{paired_stats.mean_finite(paired_stats.last_accuracy(m) for m in by_rule[rule].values()):.3f}"
-            for rule in RULES) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + rule_means_table(runs, RULES)) + "\n"
 
 
 def machines(runs: dict) -> list[tuple[str, str, int]]:
@@ -337,23 +320,12 @@ def regime_figure(runs: dict, path: str):
     ax.set_xlim(-0.5, len(LEVELS) - 0.5)
     ax.set_ylabel("token - sequence, last held-out accuracy")
     ax.set_title(f"regime-v4: token - sequence at two gaps ({len(SEEDS)} seeds; 95% intervals)", fontsize=10)
-    ax.legend(fontsize=9)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plots.plt.close(fig)
-    return fig
+    return finish_figure(fig, ax, path)
 
 
 def report(runs_dir: str, out: str, log=print) -> str:
     runs = load_design(runs_dir)            # refuses unless every registered unit is finished
-    os.makedirs(out, exist_ok=True)
-    text = report_text(runs)
-    with open(os.path.join(out, "regime.md"), "w") as f:
-        f.write(text)
-    regime_figure(runs, os.path.join(out, "regime.png"))
-    log(text + f"wrote {os.path.join(out, 'regime.md')} and {os.path.join(out, 'regime.png')}")
-    return text
+    return write_report(out, report_text(runs), lambda path: regime_figure(runs, path), log)
 
 
 def main(argv=None) -> int:

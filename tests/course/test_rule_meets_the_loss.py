@@ -32,6 +32,15 @@ def batch_and_policy(policy_seed=3):
     return policy, batch
 
 
+def assert_one_step_is_the_gradient_of_J(moved, stats, J, expected):
+    """One SGD step at lr 1 moved the weights by -grad J exactly, and the logged pg-loss is J."""
+    assert stats["pg_loss"] == pytest.approx(J.item(), abs=1e-6)
+    scale = max(g.abs().max().item() for g in expected)
+    assert scale > 0
+    for step, grad in zip(moved, expected):
+        assert torch.allclose(step, grad, atol=1e-5 * scale, rtol=1e-4)
+
+
 @pytest.mark.parametrize("rule", ["token", "sequence", "balanced"])
 def test_the_update_steps_on_the_gradient_of_the_rules_loss_even_in_micro_batches_smaller_than_a_group(rule):
     policy, batch = batch_and_policy()
@@ -100,11 +109,7 @@ def test_a_students_nonlinear_rule_trains_on_the_gradient_of_J_exactly_as_called
     linearised = (grpo_ba.aggregation_coefficients(mask, advantages, G, softplus_token) * token_loss).sum()
     assert abs(linearised.item() - J.item()) > 0.1
     moved, stats = one_sgd_step(softplus_token, micro_batch_size)
-    assert stats["pg_loss"] == pytest.approx(J.item(), abs=1e-6)
-    scale = max(g.abs().max().item() for g in expected)
-    assert scale > 0
-    for step, grad in zip(moved, expected):
-        assert torch.allclose(step, grad, atol=1e-5 * scale, rtol=1e-4)
+    assert_one_step_is_the_gradient_of_J(moved, stats, J, expected)
 
 
 def test_a_students_linear_rule_trains_exactly_in_micro_batches_smaller_than_a_group():

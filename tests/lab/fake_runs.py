@@ -12,3 +12,14 @@ def write_units(out, found: dict):
             (run / "args.json").write_text(json.dumps({"aggregator": rule, "seed": seed, "steps": metrics[-1]["step"]}))
             (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
     return str(out)
+
+
+def regime_metrics(last: float, share: float) -> list[dict]:
+    """A 30-step run's metrics as the regime designs read them: token's weight share on right
+    answers `share` at every step, evaluations at steps 0, 10 and 20, and `last` after the last
+    update."""
+    steps = [{"step": s, "pos_share": share, "len_right": 7.0, "len_wrong": 14.0, "wrong_over_right": 2.0,
+              "std_over_mean": 0.5, "reward_mean": 0.2} for s in range(30)]
+    for s, a in zip((0, 10, 20), (0.5, 0.55, 0.6)):
+        steps[s]["accuracy"] = a
+    return steps + [{"step": 30, "final_evaluation": True, "accuracy": last}]

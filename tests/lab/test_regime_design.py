@@ -3,6 +3,7 @@ on hand-made runs: each number recomputed here from the per-run accuracies."""
 import random
 
 import pytest
+from fake_runs import regime_metrics
 
 from grpo_ba_lab import designs
 from grpo_ba_lab.analysis import paired_stats
@@ -10,14 +11,6 @@ from grpo_ba_lab.analysis import regime_design as rd
 
 VARIANTS = designs.REGIME_VARIANTS
 SHARE = {"none": 0.52, "weak": 0.44, "strong": 0.31}
-
-
-def _metrics(last, share):
-    steps = [{"step": s, "pos_share": share, "len_right": 7.0, "len_wrong": 14.0, "wrong_over_right": 2.0,
-              "std_over_mean": 0.5, "reward_mean": 0.2} for s in range(30)]
-    for s, a in zip((0, 10, 20), (0.5, 0.55, 0.6)):
-        steps[s]["accuracy"] = a
-    return steps + [{"step": 30, "final_evaluation": True, "accuracy": last}]
 
 
 def _runs(seeds=range(1400, 1408), effect=None, shares=SHARE):
@@ -32,7 +25,7 @@ def _runs(seeds=range(1400, 1408), effect=None, shares=SHARE):
                 for rule in by_rule:
                     last = 0.7 + effect[level].get(rule, 0.0) + rng.gauss(0, 0.01)
                     share = shares[level] if rule == "token" else 0.5
-                    by_rule[rule][(seed, v)] = _metrics(last, share)
+                    by_rule[rule][(seed, v)] = regime_metrics(last, share)
         runs[level] = (by_rule, {u: {} for u in by_rule["token"]})
     return runs
 

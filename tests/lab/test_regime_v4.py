@@ -7,20 +7,13 @@ import random
 import tarfile
 
 import pytest
+from fake_runs import regime_metrics
 
 from grpo_ba_lab import designs
 from grpo_ba_lab.analysis import regime_v4 as r4
 
 VARIANTS = designs.REGIME_V4_VARIANTS
 SHARE = {"weak": 0.44, "strong": 0.31}
-
-
-def _metrics(last, share):
-    steps = [{"step": s, "pos_share": share, "len_right": 7.0, "len_wrong": 14.0, "wrong_over_right": 2.0,
-              "std_over_mean": 0.5, "reward_mean": 0.2} for s in range(30)]
-    for s, a in zip((0, 10, 20), (0.5, 0.55, 0.6)):
-        steps[s]["accuracy"] = a
-    return steps + [{"step": 30, "final_evaluation": True, "accuracy": last}]
 
 
 def _runs(seeds=range(1800, 1808), effect=None, shares=SHARE):
@@ -34,7 +27,7 @@ def _runs(seeds=range(1800, 1808), effect=None, shares=SHARE):
             for v in VARIANTS:
                 for rule in by_rule:
                     share = shares[level] if rule == "token" else 0.5
-                    by_rule[rule][(seed, v)] = _metrics(0.7 + effect[level].get(rule, 0.0) + rng.gauss(0, 0.01), share)
+                    by_rule[rule][(seed, v)] = regime_metrics(0.7 + effect[level].get(rule, 0.0) + rng.gauss(0, 0.01), share)
         runs[level] = (by_rule, {u: {} for u in by_rule["token"]})
     return runs
 
@@ -104,7 +97,7 @@ def _finished_unit(runs_dir, level, seed, variant):
         with open(os.path.join(run, "args.json"), "w") as f:
             json.dump({"aggregator": rule, "seed": seed, "steps": 30}, f)
         with open(os.path.join(run, "metrics.jsonl"), "w") as f:
-            f.write("".join(json.dumps(m) + "\n" for m in _metrics(0.7, 0.4)))
+            f.write("".join(json.dumps(m) + "\n" for m in regime_metrics(0.7, 0.4)))
         with open(os.path.join(run, "run.json"), "w") as f:
             json.dump({"starts": []}, f)
 

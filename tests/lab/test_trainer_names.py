@@ -186,11 +186,23 @@ def test_every_verl_mode_has_a_row_whose_formula_is_agg_loss():
 
 
 @pytest.mark.slow                                  # builds a tiny model and TRL's trainer
+def tiny_trl_trainer(trl, tmp_path, tokenizer, **config):
+    """A GRPOTrainer on a tiny Qwen3 on the CPU, in training mode, for calling its loss directly."""
+    from datasets import Dataset
+    from toy_tasks.model import tiny_qwen3
+    args = trl.GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], bf16=False, **config)
+    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer, seed=0), reward_funcs=lambda completions, **kw: [0.0],
+                              args=args, train_dataset=Dataset.from_dict({"prompt": ["1+1="]}),
+                              processing_class=tokenizer)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    return trainer
+
+
 def test_every_trl_loss_type_has_a_row_whose_formula_is_trls_loss(tmp_path):
     trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
-    from datasets import Dataset
     from grpo_ba import clipped_token_loss
-    from toy_tasks.model import char_tokenizer, tiny_qwen3
+    from toy_tasks.model import char_tokenizer
     source = inspect.getsource(trl.GRPOTrainer._compute_loss)
     installed = set(re.findall(r'self\.loss_type == "([a-z_]+)"', source))
     installed |= {t for group in re.findall(r"self\.loss_type in \[([^\]]+)\]", source)
@@ -199,13 +211,8 @@ def test_every_trl_loss_type_has_a_row_whose_formula_is_trls_loss(tmp_path):
     assert {"grpo", "bnpo", "dr_grpo", "dapo"} <= installed and set(rows) == installed, (sorted(installed), sorted(rows))
 
     tokenizer = char_tokenizer()
-    config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=G,
-                            max_completion_length=8, use_cpu=True, report_to=[], bf16=False)
-    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer, seed=0), reward_funcs=lambda completions, **kw: [0.0],
-                              args=config, train_dataset=Dataset.from_dict({"prompt": ["1+1="]}),
-                              processing_class=tokenizer)
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1
+    trainer = tiny_trl_trainer(trl, tmp_path, tokenizer, per_device_train_batch_size=8, num_generations=G,
+                               max_completion_length=8)
     mask, adv = unequal_groups()
     gen = torch.Generator().manual_seed(3)
     batch = {"prompt_ids": torch.randint(3, 12, (8, 3), generator=gen), "prompt_mask": torch.ones(8, 3).long(),
@@ -364,9 +371,8 @@ def example_rows():
 @pytest.mark.slow                                  # builds a tiny model and TRL's trainer
 def test_trls_grpo_is_not_a_per_group_token_mean_on_the_two_group_example(tmp_path):
     trl = pytest.importorskip("trl", reason="TRL is optional: pip install -r requirements/trl.txt")
-    from datasets import Dataset
     from grpo_ba import aggregation_coefficients, clipped_token_loss, positive_share
-    from toy_tasks.model import char_tokenizer, tiny_qwen3
+    from toy_tasks.model import char_tokenizer
     mask, adv = two_group_example()
     zero = torch.zeros(mask.shape)
     rows = example_rows()
@@ -384,13 +390,8 @@ def test_trls_grpo_is_not_a_per_group_token_mean_on_the_two_group_example(tmp_pa
 
     # the grpo row is TRL's own loss: its value and gradient at ratio 1 on this batch
     tokenizer = char_tokenizer()
-    config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
-                            max_completion_length=3, use_cpu=True, report_to=[], bf16=False, loss_type="grpo")
-    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer, seed=0), reward_funcs=lambda completions, **kw: [0.0],
-                              args=config, train_dataset=Dataset.from_dict({"prompt": ["1+1="]}),
-                              processing_class=tokenizer)
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1
+    trainer = tiny_trl_trainer(trl, tmp_path, tokenizer, per_device_train_batch_size=4, num_generations=2,
+                               max_completion_length=3, loss_type="grpo")
     gen = torch.Generator().manual_seed(5)
     batch = {"prompt_ids": torch.randint(3, 12, (4, 3), generator=gen), "prompt_mask": torch.ones(4, 3).long(),
              "completion_ids": torch.randint(3, 12, (4, 3), generator=gen) * mask.long(),
