@@ -218,8 +218,9 @@ def story(runs: dict, args, figures) -> list[str]:
         return f"{label:<40}" + "".join(f"{value(m):>15}" for m in runs.values())
     def first(metrics, key):                       # nan when no step logged it (no right answer)
         return (_steps(metrics, key)[1] or [math.nan])[0]
-    def late(metrics, key):                        # the last 10 steps' mean
-        return _mean(_steps(metrics, key)[1][-10:])
+    tail = min(10, args.steps)                     # a 5-step run's "last" is its last 5 steps
+    def late(metrics, key):                        # the last `tail` steps' mean
+        return _mean(_steps(metrics, key)[1][-tail:])
     def change(key, digits=1, last=late):
         return lambda m: f"{_text(first(m, key), digits)} -> {_text(last(m, key), digits)}"
     def mean(key, sign=""):
@@ -235,11 +236,11 @@ def story(runs: dict, args, figures) -> list[str]:
              row("weight share on right answers, mean", mean("pos_share")),
              row("long/short right answer's token weight", mean("long_right_weight")),
              row("pg-loss at ratio 1, mean", mean("pg_loss", "+")),
-             row("right-answer length, step 0 -> last 10", change("len_right")),
-             row("wrong-answer length, step 0 -> last 10", change("len_wrong")),
+             row(f"right-answer length, step 0 -> last {tail}", change("len_right")),
+             row(f"wrong-answer length, step 0 -> last {tail}", change("len_wrong")),
              row("held-out accuracy, step 0 -> final",
                  change("accuracy", 3, lambda m, key: (_steps(m, key)[1] or [math.nan])[-1]))]
-    lengths = ("lengths, by reward, at step 0 (the first batch) and over the last 10 steps: "
+    lengths = (f"lengths, by reward, at step 0 (the first batch) and over the last {tail} steps: "
                "wrong answers are the world's rambles")
     if "sequence" in runs and len(runs) > 1:    # sequence gives a long ramble's tokens 1/L each
         others = [late(m, "len_wrong") for rule, m in runs.items() if rule != "sequence"]

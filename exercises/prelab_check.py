@@ -196,8 +196,9 @@ def caches_note() -> list[str]:
 
 def notebook_note() -> str:
     if importlib.util.find_spec("ipykernel") and importlib.util.find_spec("nbclient"):
-        return ("note  notebook: its kernel is installed; open exercises/balanced_aggregation_lab.ipynb in "
-                "Jupyter or VS Code, or check that it runs top to bottom: jupyter execute exercises/balanced_aggregation_lab.ipynb")
+        return ("note  notebook: its kernel is installed (to work in it, an editor: VS Code's notebooks, or "
+                "pip install jupyterlab, then jupyter lab); check that it runs top to bottom: "
+                "jupyter execute exercises/balanced_aggregation_lab.ipynb")
     return f"note  notebook: no Jupyter kernel ({INSTALL}); it is committed with its outputs, so it reads without running"
 
 

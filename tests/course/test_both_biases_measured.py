@@ -67,6 +67,9 @@ def test_the_story_prints_each_bias_in_its_row_and_the_figure_draws_each_in_its_
     assert "Gaps in its panel: steps with no two right answers of different lengths" in text
     assert "1 is unbiased. Below it, sequence equal-weighting" in text
     assert "starts 0.50 of the responses with a slip" in text and "wrong/right length 4.00 at step 0" in text
+    # a 3-step run's "last" window is its 3 steps, and the rows say so (the demo's 30 steps: last 10)
+    assert any(text.startswith("right-answer length, step 0 -> last 3 ") for text in lines)
+    assert not any("last 10" in text for text in lines)
     figure = grpo_ba_plots.mechanism_figure(runs, None, "three steps")
     titles = [ax.get_title() for ax in figure.axes]
     assert any("sequence equal-weighting" in t for t in titles) and any("sign-length coupling" in t for t in titles)
