@@ -3,7 +3,8 @@
     python -m exercises.check                         # exercises/math_core.py, every function
     python -m exercises.check aggregate_token         # only these functions
     python -m exercises.check --solution              # the same claims against grpo_ba (all pass)
-    python -m exercises.check --module my_answers     # any importable module with the five functions
+    python -m exercises.check --module my_answers     # exercises/my_answers.py, a copy of math_core.py
+    python -m exercises.check --module exercises.my_answers   # the same; any importable module works
 
 The claims are the tests of tests/course/test_math_core.py tagged `@checks(function)`; this
 script runs them with pytest, with GRPO_BA_MATH_CORE naming the module under test, and
@@ -109,18 +110,36 @@ def report(results: dict) -> tuple[str, bool]:
     return "\n".join(lines), all_passed
 
 
+def resolve_module(name: str, root: str = ROOT) -> str:
+    """The module --module names: an importable name as it is (from `root` too), a bare name of a
+    file in exercises/ as `exercises.NAME` (a copy of math_core.py placed beside it), and a path to
+    a .py file in `root` as its dotted name (exercises/my_answers.py: exercises.my_answers)."""
+    if name.endswith(".py"):
+        path = os.path.relpath(os.path.abspath(name), root)
+        if not path.startswith(".."):
+            return path[:-3].replace(os.sep, ".")
+        return name
+    if os.path.exists(os.path.join(root, *name.split(".")) + ".py") or \
+            os.path.isdir(os.path.join(root, *name.split("."))):
+        return name                                      # a module of the course
+    if "." not in name and os.path.exists(os.path.join(root, "exercises", name + ".py")):
+        return "exercises." + name
+    return name                                          # an installed module, or a clear import error
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exercises.check", description=__doc__.split("\n\n")[0])
     parser.add_argument("functions", nargs="*", metavar="FUNCTION", help="check only these: " + ", ".join(FUNCTIONS))
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--solution", action="store_true", help=f"check {SOLUTION} (the reference) instead of the stubs")
-    which.add_argument("--module", default=STUBS, help="the module under test (default: %(default)s)")
+    which.add_argument("--module", default=STUBS, help="the module under test: a dotted name, a file of exercises/ "
+                       "by its bare name (my_answers: exercises/my_answers.py) or a .py path (default: %(default)s)")
     args = parser.parse_args(argv)
     unknown = [f for f in args.functions if f not in FUNCTIONS]
     if unknown:
         print(f"exercises.check: error: unknown function {unknown[0]!r}; choose from {', '.join(FUNCTIONS)}", file=sys.stderr)
         return 2
-    module = SOLUTION if args.solution else args.module
+    module = SOLUTION if args.solution else resolve_module(args.module)
     sys.path.insert(0, ROOT)
     try:
         importlib.import_module(module)

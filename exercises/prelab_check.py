@@ -1,6 +1,7 @@
 """Before the lab: does this install run the course? One line per check, in seconds.
 
-    python -m exercises.prelab_check
+    python -m exercises.prelab_check                      # the checks, in seconds
+    python -m exercises.prelab_check --train-warm-ups     # the same, after training the session's warm-ups
 
 From the repository root. It checks, in order: Python and every package requirements.txt names
 (the course's install: pytest for the checker and the notebook's kernel included);
@@ -12,9 +13,18 @@ and that matplotlib can draw. Each line says `ok` or `FAIL` with what to do; the
 says whether the install is ready. Exit code 0 when every check passes, 1 otherwise.
 The notebook's line says how to run it (it is committed with its outputs, so it also reads
 without running).
+
+Then a note per warm-up the session loads (SESSION_WARMUPS): shipped, cached, or not cached
+yet. With --train-warm-ups it first trains and caches each one that is neither, printing the
+warm-up's progress and no GRPO result (docs/lab-session.md runs it once before the session, so
+that the predictions of its step 3 are made before any run of that world is seen). It trains
+through the very function a `python grpo_ba.py --design NAME --threads N` run loads its warm-up
+with (toy_tasks.model.load_or_warmup_toy, into the same cache), with torch on the run's thread
+count, so the cache key, which holds the floating-point path, is the one that run looks up.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import io
@@ -166,31 +176,63 @@ CHECKS = [("packages", check_python_and_packages), ("course imports", check_cour
 # The warm-ups the session's commands load (docs/lab-session.md, steps 2 and 3): design, seed
 # and the --threads they run with (a cached warm-up's key holds its floating-point path).
 SESSION_WARMUPS = (("demo", 22, 1), ("long-right", 80, 1))
+TRAIN_COMMAND = "python -m exercises.prelab_check --train-warm-ups"
 
 
-def caches_note() -> list[str]:
-    """One line per warm-up the session loads: shipped (checked above), cached, or to train once
-    before the session with the command that caches it. A note, not a failure: a fresh install
-    has no cache yet, and docs/lab-session.md says to fill it."""
+def session_warmup_path(name: str, seed: int, session_threads: int) -> str:
+    """Where the session's run of design `name` looks its warm-up up: the cache key as
+    grpo_ba.py computes it once `--threads session_threads` is set."""
     import torch
     from grpo_ba_support import task
     from toy_tasks import designs
     from toy_tasks.model import warmup_cache_dir
-    lines, threads = [], torch.get_num_threads()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(session_threads)
+    try:
+        return warmup_cache_dir(task.CACHE_DIR, designs.world(name), designs.warmup_steps(name), seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def train_warmup(name: str, seed: int, session_threads: int, out=print) -> str:
+    """Train and cache design `name`'s warm-up as the session's run would (the same function,
+    cache, seed and thread count), printing its progress. -> the cache path."""
+    import torch
+    from grpo_ba_support import task
+    from toy_tasks import designs
+    from toy_tasks.model import load_or_warmup_toy
+    threads = torch.get_num_threads()
+    torch.set_num_threads(session_threads)
+    try:
+        _, _, record = load_or_warmup_toy(task.CACHE_DIR, designs.world(name), designs.warmup_steps(name), seed,
+                                          log=lambda line: out(f"train design {name}, seed {seed}: {line}"))
+    finally:
+        torch.set_num_threads(threads)
+    return record["path"]
+
+
+def caches_note(train: bool = False, out=print) -> list[str]:
+    """One line per warm-up the session loads: shipped (checked above), cached, or to train once
+    before the session with TRAIN_COMMAND. A note, not a failure: a fresh install has no cache
+    yet, and docs/lab-session.md says to fill it. With `train`, each warm-up that is neither
+    shipped nor cached is trained first (its progress goes to `out`)."""
+    from toy_tasks import designs
+    lines = []
     for name, seed, session_threads in SESSION_WARMUPS:
         if designs.shipped_warmup(name, seed):
             lines.append(f"note  cache: design {name}, seed {seed}: shipped (checked above)")
             continue
-        torch.set_num_threads(session_threads)
-        try:
-            path = warmup_cache_dir(task.CACHE_DIR, designs.world(name), designs.warmup_steps(name), seed)
-        finally:
-            torch.set_num_threads(threads)
-        if os.path.exists(os.path.join(path, "warmup.json")):
+        path = session_warmup_path(name, seed, session_threads)
+        if train and not os.path.exists(os.path.join(path, "warmup.json")):
+            started = time.time()
+            path = train_warmup(name, seed, session_threads, out)
+            lines.append(f"note  cache: design {name}, seed {seed}: trained now ({time.time() - started:.0f} s), "
+                         f"cached in {path}")
+        elif os.path.exists(os.path.join(path, "warmup.json")):
             lines.append(f"note  cache: design {name}, seed {seed}: cached in {path}")
         else:
-            lines.append(f"note  cache: design {name}, seed {seed}: not cached yet; run docs/lab-session.md's "
-                         f"step 3 command once before the session ({designs.warmup_steps(name)} warm-up steps)")
+            lines.append(f"note  cache: design {name}, seed {seed}: not cached yet; run `{TRAIN_COMMAND}` once "
+                         f"before the session ({designs.warmup_steps(name)} warm-up steps)")
     return lines
 
 
@@ -202,7 +244,16 @@ def notebook_note() -> str:
     return f"note  notebook: no Jupyter kernel ({INSTALL}); it is committed with its outputs, so it reads without running"
 
 
-def main(argv=None, out=print) -> int:
+def parse_args(argv=()) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m exercises.prelab_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train-warm-ups", action="store_true",
+                        help="first train and cache each warm-up the lab session loads that is neither shipped nor "
+                             "cached yet (minutes; it prints the warm-up's progress, no GRPO result)")
+    return parser.parse_args(argv)
+
+
+def main(argv=(), out=print) -> int:
+    args = parse_args(argv)
     started = time.time()
     failed = []
     for name, check in CHECKS:
@@ -214,7 +265,8 @@ def main(argv=None, out=print) -> int:
         except Exception as err:                  # noqa: BLE001 - a broken install fails anyhow
             failed.append(name)
             out(f"FAIL  {name}: {type(err).__name__}: {err}")
-    for line in caches_note() if "course imports" not in failed else []:
+    train = args.train_warm_ups and not failed
+    for line in caches_note(train=train, out=out) if "course imports" not in failed else []:
         out(line)
     out(notebook_note())
     seconds = time.time() - started

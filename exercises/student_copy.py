@@ -12,10 +12,20 @@ claims the checker runs on them (read from tests/course/test_math_core.py when t
 written); `python -m exercises.check` checks that file, and a rule written there trains a real
 run (`python grpo_ba.py --aggregator exercises/math_core.py:aggregate_token ...`).
 
-What is copied: the course's code (COURSE), every page and asset that README.md and
-docs/lab-session.md link to, and the course pages (COURSE_PAGES) with what they link to. In the
-copied pages a link to a file the copy leaves out (the answers page, the lab's pages) becomes
-plain text that names the file in the course repository, so no link of the copy is broken.
+What is copied: the course's code (COURSE), and the course pages (COURSE_PAGES) with every
+page and asset they link to, but for the instructor's files (LEFT_OUT) and the pages of the lab
+(LAB_PAGES: what is built on the course, in grpo_ba_lab/, which the copy does not hold). Every
+reference in a copied page is then made true in the copy:
+
+- a link to a file the copy leaves out becomes plain text that names the file in the course
+  repository, so no link of the copy is broken;
+- a file, folder or module the copy lacks, named in a page (a path such as
+  `scripts/time_lab_plan.py`, a command such as `python -m grpo_ba_lab.train`), is marked
+  "(in the course repository)" after its code span, or, on a command line, with a trailing
+  `# in the course repository` comment;
+- README.md's way to run the repository's whole test suite (the first paragraph of its "Run the
+  tests" and the command after it) becomes what the copy can run: the checker, or pytest on the
+  claims file.
 """
 from __future__ import annotations
 
@@ -38,8 +48,23 @@ COURSE_PAGES = ("README.md", "docs/lab-session.md", "docs/handout.md", "docs/met
                 "docs/explore.html", "docs/teaching.md", "docs/install.md", "exercises/README.md",
                 "exercises/balanced_aggregation_lab.ipynb")
 LEFT_OUT = ("docs/lab-session-answers.md", "exercises/student_copy.py")      # the instructor's
+# The lab's pages (docs/lab.md: what is built on the course) and the repository's index of every
+# page: about grpo_ba_lab/, TRL, verl and GPUs, none of which the copy holds. A course page's link
+# to one of them becomes plain text naming it in the course repository.
+LAB_PAGES = ("docs/README.md", "docs/lab.md", "docs/trl.md", "docs/verl.md", "docs/gpu-rollouts.md",
+             "docs/real-models-gpu.md", "docs/diagnose.md")
+ELSEWHERE = "in the course repository"
+# README.md's way to run the tests (its section's first paragraph and command), as the copy has it:
+# the copy holds the claims file of the exercises, not the suite (requirements/dev.txt, the lab's tests).
+README_TESTS = re.compile(r"\n## Run the tests\n\n((?:[^\n]+\n)+\n(?: {4}[^\n]*\n)+)")
+COPY_TESTS = """This copy holds the course's claims about the five functions of the exercises,
+`tests/course/test_math_core.py`; the whole suite is in the course repository
+([docs/install.md](docs/install.md)). From this folder:
+
+    python -m exercises.check --solution                 # the claims against grpo_ba.py: all pass
+    python -m exercises.check                            # the same claims against your exercises/math_core.py
+    python -m pytest -q tests/course/test_math_core.py   # the claims file as pytest runs it (on grpo_ba.py)"""
 CLAIMS = os.path.join("tests", "course", "test_math_core.py")
-RULES = ("token", "sequence", "balanced")
 MARKDOWN_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 HTML_LINK = re.compile(r"<a href=\"([^\"]+)\">(.*?)</a>", re.S)
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "runs", ".ipynb_checkpoints")
@@ -81,7 +106,7 @@ def pages_to_copy() -> list[str]:
     wanted = list(COURSE_PAGES)
     for page in COURSE_PAGES:
         wanted += [p for p in links(page) if os.path.exists(os.path.join(ROOT, p))]
-    return sorted(set(wanted) - set(LEFT_OUT))
+    return sorted(set(wanted) - set(LEFT_OUT) - set(LAB_PAGES))
 
 
 def unlink_missing(text: str, page: str, out: str) -> str:
@@ -105,17 +130,141 @@ def unlink_missing(text: str, page: str, out: str) -> str:
     return text
 
 
+# ------------------------------------------------------------------ references the copy lacks
+
+PATH_LIKE = re.compile(r"(?<![\w./~$-])([\w.-]+(?:/[\w.-]+)+/?"                 # a/b, a/b/c.py, a/
+                       r"|[\w.-]+/(?![\w.-])"                                   # a folder: grpo_ba_lab/
+                       r"|[\w-]+(?:\.[\w-]+)*\.(?:py|md|txt|ipynb|html|sh|cff|toml))")   # a file: check.py
+MODULE_LIKE = re.compile(r"(?<![\w./-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)")
+RUN_MODULE = re.compile(r"python3? -m ([\w.]+)")
+CODE_SPAN = re.compile(r"`(?:[^`\n]|\n(?![ \t]*\n))+`|<code>.*?</code>", re.S)    # no blank line in a span
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+COMMAND_WORDS = ("python ", "python3 ", "pip ", "jupyter ", "cd ", "git ", "bash ", "sh ", "grep ", "export ",
+                 "./", "from ", "import ", "$ ")
+
+
+def _module_file(dotted: str, root: str) -> str | None:
+    """The longest prefix of `dotted` that is a module or package in `root`, as a path; None if
+    its first name is none (torch.nn, e.g., or a file name like README.md)."""
+    parts, found = dotted.split("."), None
+    for k in range(1, len(parts) + 1):
+        base = os.path.join(root, *parts[:k])
+        if os.path.isfile(base + ".py"):
+            found = os.path.relpath(base + ".py", root)
+        elif os.path.isfile(os.path.join(base, "__init__.py")):
+            found = os.path.relpath(base, root)
+        else:
+            break
+    return found
+
+
+def missing_references(line: str, page: str, out: str) -> list[tuple[int, int, str]]:
+    """[(start, end, name)] of what `line` (of `page`) names that is in the course repository
+    but not in the copy `out`: a path (from the root or the page's folder) or a module."""
+    found = []
+    for m in PATH_LIKE.finditer(line):
+        token = m.group(1).rstrip(".,")
+        if "://" in line[max(0, m.start() - 8):m.start() + 3]:
+            continue
+        for where in (token, os.path.join(os.path.dirname(page), token)):
+            where = os.path.normpath(where)
+            if where.split(os.sep)[0] in ("..", "runs") or not os.path.exists(os.path.join(ROOT, where)):
+                continue
+            if not os.path.exists(os.path.join(out, where)):
+                found.append((m.start(1), m.start(1) + len(token), where))
+            break
+    for pattern in (RUN_MODULE, MODULE_LIKE):
+        for m in pattern.finditer(line):
+            module = _module_file(m.group(1), ROOT)
+            if module and not os.path.exists(os.path.join(out, module)):
+                found.append((m.start(1), m.end(1), m.group(1)))
+    return sorted(set(found))
+
+
+def mark_missing(text: str, page: str, out: str) -> str:
+    """`text` of `page` with each file or module it names that the copy `out` lacks marked as
+    being in the course repository (see the module's docstring)."""
+    spans = [(m.start(), m.end()) for m in CODE_SPAN.finditer(text)]      # a span may wrap a line
+    comments = [(m.start(), m.end()) for m in HTML_COMMENT.finditer(text)]
+    points, ends, offset, fenced = set(), set(), 0, False
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\n")
+        if body.lstrip().startswith("```"):
+            fenced = not fenced
+        misses = [(offset + a, offset + b) for a, b, _ in missing_references(body, page, out)]
+        misses = [(a, b) for a, b in misses if not any(s <= a < e for s, e in comments)]
+        if misses and (fenced or (body.startswith("    ") and body.lstrip().startswith(COMMAND_WORDS))):
+            if ELSEWHERE not in body:
+                ends.add((offset + len(body), " # " in body))                 # a command line
+        else:
+            for start, end in misses:
+                after = next((e for s, e in spans if s <= start < e), end)
+                after += len(re.match(r"\w*", text[after:]).group(0))     # `.ci/run`s: after the s
+                if ELSEWHERE not in text[after:after + len(ELSEWHERE) + 6]:
+                    points.add(after)
+        offset += len(line)
+    inserts = [(p, f" ({ELSEWHERE})") for p in points]
+    inserts += [(p, f" ({ELSEWHERE})" if commented else f"   # {ELSEWHERE}") for p, commented in ends]
+    for point, words in sorted(inserts, reverse=True):
+        text = text[:point] + words + text[point:]
+    return text
+
+
+def copy_readme_tests(text: str) -> str:
+    """README.md's text with its way to run the tests (README_TESTS) as the copy has it."""
+    found = README_TESTS.search(text)
+    if not found or "pip install" not in found.group(1):
+        raise ValueError("README.md: no paragraph and command under '## Run the tests' to rewrite for the copy")
+    return text[:found.start(1)] + COPY_TESTS + "\n" + text[found.end(1):]
+
+
 # ------------------------------------------------------------------ what the checker checks
 
 
+def _cases(node: ast.FunctionDef, constants: dict, name: str) -> list[dict]:
+    """The parameters of each case pytest makes of test `node` from its
+    `@pytest.mark.parametrize(names, values)` decorators ([{}] for none): one per claim the
+    checker counts. `constants`: the claims file's module-level literals (RULES, e.g.)."""
+    cases = [{}]
+    for decorator in node.decorator_list:
+        if not (isinstance(decorator, ast.Call) and getattr(decorator.func, "attr", "") == "parametrize"):
+            continue
+        names_node, values_node = decorator.args[:2]
+        try:
+            names = [n.strip() for n in ast.literal_eval(names_node).split(",")]
+            values = (constants[values_node.id] if isinstance(values_node, ast.Name)
+                      else ast.literal_eval(values_node))
+        except (ValueError, KeyError, SyntaxError, TypeError):
+            raise ValueError(f"{CLAIMS}: the cases of {name} are not literals; "
+                             "list them literally so that a stub's docstring can count them") from None
+        rows = [dict(zip(names, v if len(names) > 1 else (v,))) for v in values]
+        cases = [{**case, **row} for case in cases for row in rows]
+    return cases
+
+
+def _words(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_words(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def claims_by_function(claims_path: str = os.path.join(ROOT, CLAIMS)) -> dict:
-    """{exercise function: [claim in words]} from the `@checks(...)` tags of the claims file:
-    each claim's test name in words, its rule when the tag is per rule, and the exception it
-    expects when it expects one."""
+    """{exercise function: [claim in words]} from the `@checks(...)` tags of the claims file, one
+    entry per case the checker runs, as `python -m exercises.check` counts them: each claim's
+    test name in words, the case's parameters but the expected values (a per-rule tag's rule is
+    the function's own), and the exception it expects when it expects one."""
     with open(claims_path, encoding="utf-8") as f:
         source = f.read()
+    tree = ast.parse(source)
+    constants = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                constants[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
     found = {name: [] for name in FUNCTIONS}
-    for node in ast.parse(source).body:
+    for node in tree.body:
         if not isinstance(node, ast.FunctionDef):
             continue
         tags = [d for d in node.decorator_list if isinstance(d, ast.Call)
@@ -125,21 +274,28 @@ def claims_by_function(claims_path: str = os.path.join(ROOT, CLAIMS)) -> dict:
         words = node.name.removeprefix("test_").replace("_", " ")
         body = ast.get_source_segment(source, node)
         raised = re.search(r"pytest\.raises\((\w+)", body)
-        if raised:
-            words += f" (it must raise {raised.group(1)})"
-        for tag in tags:
-            for arg in tag.args:
-                pattern = arg.value
-                for name in ([pattern.format(rule=r) for r in RULES] if "{rule}" in pattern else [pattern]):
-                    if name in found:
-                        found[name].append(words)
+        for case in _cases(node, constants, node.name):
+            for tag in tags:
+                for arg in tag.args:
+                    pattern = arg.value
+                    try:
+                        name = pattern.format(**case)
+                    except KeyError:
+                        raise ValueError(f"{CLAIMS}: {node.name}'s tag {pattern!r} names a parameter "
+                                         "it lacks") from None
+                    if name not in found:
+                        continue
+                    shown = [f"{key} {_words(value)}" for key, value in case.items()
+                             if key != "expected" and "{" + key + "}" not in pattern]
+                    found[name].append(words + (f" ({', '.join(shown)})" if shown else "")
+                                       + (f" (it must raise {raised.group(1)})" if raised else ""))
     return found
 
 
 def claims_docstring_text(name: str, claims: list[str]) -> str:
     """The paragraph added to a stub's docstring: what `python -m exercises.check` runs on it."""
-    lines = [f"What `python -m exercises.check {name}` checks on this function (the claims",
-             "of tests/course/test_math_core.py about it, in their order):"]
+    lines = [f"What `python -m exercises.check {name}` checks on this function: its {len(claims)} claims",
+             "(the cases of tests/course/test_math_core.py about it, in their order):"]
     lines += [f"- {claim}" for claim in claims]
     return "\n".join("    " + line for line in lines)
 
@@ -178,6 +334,14 @@ def _copy(name: str, out: str):
         shutil.copy2(src, dst)
 
 
+def page_for_the_copy(text: str, page: str, out: str) -> str:
+    """A page's text (markdown or HTML) as the copy `out` has it: links to what the copy lacks
+    unlinked, what it names that the copy lacks marked (README.md: its test section replaced)."""
+    if page == "README.md":
+        text = copy_readme_tests(text)
+    return mark_missing(unlink_missing(text, page, out), page, out)
+
+
 def _rewrite_links(page: str, out: str):
     path = os.path.join(out, page)
     with open(path, encoding="utf-8") as f:
@@ -187,17 +351,23 @@ def _rewrite_links(page: str, out: str):
         for cell in notebook["cells"]:
             if cell["cell_type"] == "markdown":
                 source = "".join(cell["source"])
-                new = unlink_missing(source, page, out)
+                new = page_for_the_copy(source, page, out)
                 if new != source:
                     cell["source"] = new.splitlines(keepends=True)
         new_text = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
         if json.loads(new_text) == json.loads(text):
             return
     else:
-        new_text = unlink_missing(text, page, out)
+        new_text = page_for_the_copy(text, page, out)
     if new_text != text:
         with open(path, "w", encoding="utf-8") as f:
             f.write(new_text)
+
+
+def copied_pages(out: str) -> list[str]:
+    """Every page of the copy `out` (markdown, HTML, notebook), those of the copied folders too."""
+    return sorted(os.path.relpath(os.path.join(d, f), out) for d, _, files in os.walk(out) for f in files
+                  if f.endswith((".md", ".html", ".ipynb")))
 
 
 def write_copy(out: str) -> str:
@@ -215,9 +385,8 @@ def write_copy(out: str) -> str:
             os.remove(os.path.join(out, name))
     with open(os.path.join(out, "exercises", "math_core.py"), "w", encoding="utf-8") as f:
         f.write(stubs)
-    for page in pages:
-        if page.endswith((".md", ".html", ".ipynb")):
-            _rewrite_links(page, out)
+    for page in copied_pages(out):
+        _rewrite_links(page, out)
     return out
 
 

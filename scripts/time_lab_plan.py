@@ -20,6 +20,9 @@ wall time goes to:
 Meant for the slowest 2-core CPU the course expects (docs/install.md names it); run it on an
 otherwise idle machine. tests/course/test_lab_plan.py walks the same commands with the same
 code (`walk`) and checks what each prints. The install line (`pip install ...`) is not run.
+The warm-up that step 3 loads is trained before the session by its own command
+(`python -m exercises.prelab_check --train-warm-ups`), so that command's row holds the warm-up's
+time and step 3's runs hold only their GRPO steps.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The exercises: the checker fails on the stubs, passes on grpo_ba, and says per function why."""
 import os
+import re
 import subprocess
 import sys
 
@@ -30,11 +31,62 @@ def test_check_fails_on_the_stubs_and_reports_every_function():
         assert f"{name:20s} not implemented yet" in result.stdout
 
 
-def test_check_passes_against_grpo_ba_with_solution():
+def test_check_passes_against_grpo_ba_with_solution_and_counts_the_claims_the_stubs_list():
+    """The checker's count per function is the number of claims the copy's stubs list in their
+    docstrings (exercises/student_copy.py writes them from the same claims file, over this
+    repository's exercises/math_core.py), and the one docs/teaching.md shows."""
+    import ast
+
+    from exercises import student_copy
     result = run_check("--solution")
     assert result.returncode == 0, result.stdout + result.stderr
+    counts = {}
     for name in check.FUNCTIONS:
-        assert f"{name:20s} passed" in result.stdout
+        line = next(line for line in result.stdout.splitlines() if line.startswith(f"{name:20s} passed"))
+        counts[name] = int(re.search(r"passed \((\d+) claims?\)", line).group(1))
+    with open(os.path.join(ROOT, "exercises", "math_core.py"), encoding="utf-8") as f:
+        stubs = student_copy.stubs_with_claims(f.read(), student_copy.claims_by_function())
+    docs = {n.name: ast.get_docstring(n) for n in ast.parse(stubs).body if isinstance(n, ast.FunctionDef)}
+    for name, count in counts.items():
+        listed = docs[name].split(f"python -m exercises.check {name}`", 1)[1]
+        assert f"its {count} claims" in listed, (name, count)
+        assert len([line for line in listed.splitlines() if line.startswith("- ")]) == count, (name, count)
+    with open(os.path.join(ROOT, "docs", "teaching.md"), encoding="utf-8") as f:
+        teaching = f.read()
+    for name, count in counts.items():
+        assert f"{name:20s} passed ({count} claims)" in teaching, name
+
+
+def test_module_names_a_file_of_exercises_by_its_bare_name_or_path(tmp_path):
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "exercises" / "my_answers.py").write_text("")
+    (tmp_path / "mine.py").write_text("")
+    resolve = check.resolve_module
+    assert resolve("my_answers", root=str(tmp_path)) == "exercises.my_answers"
+    assert resolve("exercises.my_answers", root=str(tmp_path)) == "exercises.my_answers"
+    assert resolve(str(tmp_path / "exercises" / "my_answers.py"), root=str(tmp_path)) == "exercises.my_answers"
+    assert resolve("mine", root=str(tmp_path)) == "mine"                 # a module at the root stays itself
+    assert resolve("grpo_ba") == "grpo_ba" and resolve("exercises.math_core") == "exercises.math_core"
+    assert resolve("not_there", root=str(tmp_path)) == "not_there"       # and fails to import, said as such
+
+
+def test_the_documented_module_form_checks_a_copy_of_math_core_in_exercises(tmp_path):
+    """exercises/README.md's `python -m exercises.check --module my_answers`, with the student's
+    exercises/my_answers.py (here: math_core.py with grpo_ba's aggregate_token), in a copy."""
+    from exercises import student_copy
+    copy = student_copy.write_copy(str(tmp_path / "copy"))
+    with open(os.path.join(ROOT, "exercises", "math_core.py"), encoding="utf-8") as f:
+        answers = f.read() + "\n\nfrom grpo_ba import aggregate_token  # noqa: E402,F401\n"
+    with open(os.path.join(copy, "exercises", "my_answers.py"), "w", encoding="utf-8") as f:
+        f.write(answers)
+    with open(os.path.join(ROOT, "exercises", "README.md"), encoding="utf-8") as f:
+        documented = next(line.split("#")[0].split() for line in f if "--module my_answers" in line)
+    assert documented[:4] == ["python", "-m", "exercises.check", "--module"]
+    result = subprocess.run([sys.executable, *documented[1:], "aggregate_token", "group_advantages"], cwd=copy,
+                            capture_output=True, text=True, timeout=300)
+    assert "checking exercises.my_answers against" in result.stdout, result.stdout + result.stderr
+    assert f"{'aggregate_token':20s} passed" in result.stdout, result.stdout
+    assert f"{'group_advantages':20s} not implemented yet" in result.stdout and result.returncode == 1
 
 
 def test_every_exercise_function_has_claims():

@@ -109,3 +109,23 @@ def test_the_notebook_runs_from_an_empty_home(fresh):
     result, new = run(fresh, ["-m jupyter", "execute", os.path.join(ROOT, "exercises", "balanced_aggregation_lab.ipynb")])
     assert result.returncode == 0, result.stdout[-1500:] + result.stderr[-1500:]
     assert new == set()
+
+
+@pytest.mark.slow
+def test_the_warm_ups_the_prelab_check_trains_are_the_ones_the_sessions_run_loads(tmp_path):
+    """docs/lab-session.md, before the session: `python -m exercises.prelab_check --train-warm-ups`
+    from an empty home trains design long-right's warm-up; step 3's run then loads it."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("GRPO_BA_CACHE", "XDG_CACHE_HOME", "PYTEST_XDIST_WORKER")}
+    env.update(HOME=str(home), PYTHONPATH=ROOT, MPLBACKEND="Agg")
+    trained, _ = run((home, work, env), ["-m exercises.prelab_check", "--train-warm-ups"])
+    said = trained.stdout + trained.stderr
+    assert trained.returncode == 0 and trained.stdout.rstrip().splitlines()[-1].startswith("READY"), said[-1500:]
+    assert "train design long-right, seed 80: warm-up step" in said and "long-right, seed 80: trained now" in said
+    loaded, new = run((home, work, env), [*COURSE_RUNS["long-right"], "--output-dir", "long-right"])
+    said = loaded.stdout + loaded.stderr
+    assert loaded.returncode == 0, said[-1500:]
+    assert f"warm-up: loading cached policy from {home / '.cache' / 'grpo_ba'}" in said, said[-1500:]
+    assert "warm-up: training" not in said and new == {"long-right"}

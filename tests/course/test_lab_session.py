@@ -128,14 +128,15 @@ def test_every_link_of_the_lab_pages_resolves():
 
 
 def test_every_course_command_of_the_lab_session_parses():
-    """Steps 2 and 3: four runs of 5 steps of a rule by name (the first of step 3 also runs once
-    before the session); after the session, one run of the student's own rule from the copy's
+    """Steps 2 and 3: four runs of 5 steps of a rule by name, each given once, in its step (before
+    the session the pre-lab check trains step 3's warm-up instead, so that no run's result is seen
+    before it is predicted); after the session, one run of the student's own rule from the copy's
     exercises/math_core.py."""
     predict = " ".join(read("docs/lab-session.md").split("## Predict, then run", 1)[1].split())
     commands = [line.strip() for line in read("docs/lab-session.md").splitlines()
                 if line.strip().startswith("python grpo_ba.py")]
     by_name = [c for c in commands if "math_core.py:" not in c]
-    assert len(set(by_name)) == 4 and all(c in predict for c in by_name)
+    assert len(set(by_name)) == len(by_name) == 4 and all(c in predict for c in by_name)
     for command in by_name:
         args = grpo_ba.parse_args(shlex.split(command)[2:])
         grpo_ba.check_args(args)

@@ -134,3 +134,25 @@ def test_notebook_runs_top_to_bottom_to_its_committed_outputs(tmp_path):
     # (Part 4 trains, and prints its timings and a temporary directory)
     for old, new in list(zip(committed, fresh))[:training_cell_index(fresh)]:
         assert text_outputs(new) == text_outputs(old), new.source[:60]
+
+
+def predict_then_drag_steps(text):
+    """The bold step names of a numbered list, in order (`1. **Equal lengths**: ...`)."""
+    names = re.findall(r"^\s*\d\. (?:\*\d+ min\.\* )?\*\*([^*]+)\*\*", text, flags=re.M)
+    return [re.sub(r"[.,:]$", "", name) for name in names]
+
+
+def test_the_interludes_steps_are_the_browser_pages_and_teachings():
+    """The interlude lists the steps of docs/explore.html's *Predict, then drag* (as
+    docs/teaching.md does), all of them, in the page's order."""
+    interlude = next(c.source for c in load().cells
+                     if c.cell_type == "markdown" and c.source.startswith("### Interlude"))
+    with open(os.path.join(ROOT, "docs", "explore.html"), encoding="utf-8") as f:
+        html = f.read()
+    exercise = html.split('id="exercise-heading"', 1)[1].split("</ol>", 1)[0]
+    page = [re.sub(r"[.,:]$", "", b.strip()) for b in re.findall(r"<li><b>([^<]+)</b>", exercise)]
+    with open(os.path.join(ROOT, "docs", "teaching.md"), encoding="utf-8") as f:
+        teaching = f.read().split("## A 10-minute exercise", 1)[1].split("Questions:", 1)[0]
+    assert len(page) == 6
+    assert predict_then_drag_steps(interlude) == page == predict_then_drag_steps(teaching)
+    assert f"{len(page)} steps" in interlude.replace("six steps", "6 steps")

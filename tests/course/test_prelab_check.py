@@ -1,5 +1,7 @@
 """The pre-lab check says READY on a working install and names what is broken otherwise:
-a changed shipped warm-up, a wrong rule, a missing package, a verifier that misjudges."""
+a changed shipped warm-up, a wrong rule, a missing package, a verifier that misjudges. With
+--train-warm-ups it trains the session's warm-ups under the key its runs look up, and its note
+names that command, as docs/lab-session.md does."""
 import os
 import shutil
 import subprocess
@@ -12,9 +14,9 @@ from exercises import prelab_check
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_in_process():
+def run_in_process(argv=()):
     lines = []
-    code = prelab_check.main(out=lines.append)
+    code = prelab_check.main(argv, out=lines.append)
     return code, {line.split(":")[0]: line for line in lines}, lines
 
 
@@ -86,3 +88,78 @@ def test_prelab_check_covers_every_warm_up_the_session_loads_shipped_cached_or_t
     os.makedirs(path)
     open(os.path.join(path, "warmup.json"), "w").close()
     assert "long-right, seed 80: cached in" in prelab_check.caches_note()[1]
+
+
+def test_the_flag_to_train_the_warm_ups_parses_and_the_note_names_it_as_the_page_does(tmp_path, monkeypatch):
+    from grpo_ba_support import task
+    assert prelab_check.parse_args(["--train-warm-ups"]).train_warm_ups is True
+    assert prelab_check.parse_args([]).train_warm_ups is False
+    with pytest.raises(SystemExit):
+        prelab_check.parse_args(["--train-warmups"])                   # a typo is an error, not a no-op
+    monkeypatch.setattr(task, "CACHE_DIR", str(tmp_path))
+    note = prelab_check.caches_note()[1]
+    assert note.endswith(f"not cached yet; run `{prelab_check.TRAIN_COMMAND}` once before the session "
+                         "(600 warm-up steps)"), note
+    assert "step 3 command" not in note
+    with open(os.path.join(ROOT, "docs", "lab-session.md"), encoding="utf-8") as f:
+        page = f.read()
+    before = page.split("## Before the session", 1)[1].split("\n## ", 1)[0]
+    assert f"\n       {prelab_check.TRAIN_COMMAND}\n" in before           # the command the note names
+    assert "python grpo_ba.py" not in before                            # no GRPO result before the session
+    assert note in page                                                 # the output shown is the note's wording
+
+
+def page_warmups():
+    """(design, warm-up seed, --threads) of every GRPO run docs/lab-session.md gives."""
+    import shlex
+
+    import grpo_ba
+    from toy_tasks import designs
+    with open(os.path.join(ROOT, "docs", "lab-session.md"), encoding="utf-8") as f:
+        commands = [line.strip() for line in f if line.strip().startswith("python grpo_ba.py")]
+    found = set()
+    for command in commands:
+        args = grpo_ba.parse_args([a for a in shlex.split(command)[2:]])
+        found.add((args.design, designs.warmup_seed(args.design, args.seed), args.threads))
+    return found
+
+
+def test_the_session_warm_ups_are_those_the_pages_runs_load():
+    assert set(prelab_check.SESSION_WARMUPS) == page_warmups()
+
+
+def test_training_the_warm_ups_caches_the_one_the_session_run_then_loads(tmp_path, monkeypatch):
+    """--train-warm-ups trains through load_or_warmup_toy, under the key grpo_ba.py's run of the
+    page's step 3 looks up (its design, seed and --threads 1); here the training itself is a stand-in."""
+    import shlex
+
+    import torch
+
+    import grpo_ba
+    from grpo_ba_support import task
+    from toy_tasks import model as toy_model
+    monkeypatch.setattr(task, "CACHE_DIR", str(tmp_path))
+    trained = []
+    def stand_in(world, steps, seed, log):
+        trained.append((steps, seed, torch.get_num_threads()))
+        log(f"warm-up step     0/{steps}  loss 9.999  (0s, about 0s left)")
+        return toy_model.tiny_qwen3(toy_model.char_tokenizer()), None, 0.0
+    monkeypatch.setattr(toy_model, "warmup_toy_model", stand_in)
+    code, _, lines = run_in_process(["--train-warm-ups"])
+    assert code == 0 and lines[-1].startswith("READY for the lab"), lines
+    assert trained == [(600, 80, 1)]                                   # long-right's, on the session's thread
+    assert any(line.startswith("train design long-right, seed 80: warm-up step") for line in lines), lines
+    assert any("long-right, seed 80: trained now" in line for line in lines), lines
+    assert "long-right, seed 80: cached in" in prelab_check.caches_note()[1]      # and no training again
+    with open(os.path.join(ROOT, "docs", "lab-session.md"), encoding="utf-8") as f:
+        step3 = next(line.strip() for line in f if line.strip().startswith("python grpo_ba.py --design long-right"))
+    args = grpo_ba.parse_args(shlex.split(step3)[2:])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)                                # what grpo_ba's Run sets first
+    said = []
+    try:
+        task.build(args, log=said.append)
+    finally:
+        torch.set_num_threads(threads)
+    assert any(line.startswith("warm-up: loading cached policy from") for line in said), said
+    assert len(trained) == 1

@@ -1,9 +1,12 @@
 """The instructor's kit: `python -m exercises.student_copy DIR` writes the course a student
 needs for docs/lab-session.md, whole: grpo_ba.py as it is (the first hour runs on it), every
 page and asset the README and the plan link to, no broken link, and exercises/math_core.py's
-stubs with the checker's claims in their docstrings; not the lab, nor the answers page.
+stubs with the checker's claims in their docstrings; not the lab, its pages, nor the answers
+page. No page of the copy names a file or module the copy lacks without saying that it is in
+the course repository, and the README's test commands are the copy's own.
 `python -m exercises.check` fails on the copy's stubs and passes once the five are written."""
 import ast
+import functools
 import json
 import os
 import re
@@ -47,15 +50,31 @@ def test_the_copy_keeps_grpo_ba_whole_because_the_first_hour_runs_on_it(copy):
         assert read(copy, name) == read(REPO, name), name
 
 
+def differs_only_where_it_says_so(original, copied):
+    """The copy's page has the original's lines, but for those that now say where the file
+    or command they name is: in the course repository."""
+    old, new = original.splitlines(), copied.splitlines()
+    assert len(old) == len(new)
+    changed = [(a, b) for a, b in zip(old, new) if a != b]
+    assert all("in the course repository" in b for _, b in changed), [b for _, b in changed
+                                                                      if "in the course repository" not in b]
+    return changed
+
+
 def test_the_readme_and_the_plan_are_copied_with_every_file_they_link(copy):
-    """Only the plan's link to the instructor's answers page is unlinked in the copy."""
-    assert read(copy, "README.md") == read(REPO, "README.md")
+    """The plan's link to the instructor's answers page is unlinked in the copy, and what the
+    README and the plan name that the copy lacks says where it is; nothing else changes but
+    the README's way to run the tests."""
+    readme = read(REPO, "README.md")
+    assert "requirements/dev.txt" in student_copy.README_TESTS.search(readme).group(1)
+    differs_only_where_it_says_so(student_copy.copy_readme_tests(readme), read(copy, "README.md"))
     plan = read(REPO, "docs/lab-session.md")
-    assert read(copy, "docs/lab-session.md") == plan.replace(
-        "[the answers](lab-session-answers.md)", "the answers (docs/lab-session-answers.md in the course repository)"
-    ).replace("[lab-session-answers.md](lab-session-answers.md)", "docs/lab-session-answers.md (in the course repository)")
+    changed = differs_only_where_it_says_so(plan, read(copy, "docs/lab-session.md"))
+    assert ("    python -m exercises.student_copy DIR", "    python -m exercises.student_copy DIR   # in the course "
+            "repository") in changed                                         # the instructor's command
+    assert "the answers (docs/lab-session-answers.md in the course repository)" in read(copy, "docs/lab-session.md")
     for page in ("README.md", "docs/lab-session.md"):
-        targets = [t for t in student_copy.links(page) if t not in student_copy.LEFT_OUT]
+        targets = [t for t in student_copy.links(page) if t not in student_copy.LEFT_OUT + student_copy.LAB_PAGES]
         assert len(targets) >= 5, page
         for target in targets:
             assert os.path.exists(os.path.join(copy, target)), (page, target)
@@ -73,8 +92,10 @@ def test_every_link_of_every_copied_page_resolves_inside_the_copy(copy):
 
 
 def test_the_answers_page_the_lab_and_the_instructors_tool_stay_out(copy):
-    for name in ("docs/lab-session-answers.md", "exercises/student_copy.py", "grpo_ba_lab", "scripts"):
+    for name in ("docs/lab-session-answers.md", "exercises/student_copy.py", "grpo_ba_lab", "scripts",
+                 "docs/lab.md", "docs/verl.md", "docs/README.md", "tests/course/test_lab_session.py"):
         assert not os.path.exists(os.path.join(copy, name)), name
+    assert "docs/lab.md (in the course repository)" in read(copy, "README.md")   # the README's link: text now
     teaching = read(copy, "docs/teaching.md")                   # its link to the answers: plain text now
     assert "lab-session-answers.md" in read(REPO, "docs/teaching.md")
     assert "(lab-session-answers.md)" not in teaching and "in the course repository" in teaching
@@ -127,6 +148,9 @@ def write_solutions(copy):
 @pytest.mark.slow
 def test_the_check_fails_on_the_copys_stubs_and_passes_once_the_five_are_written(tmp_path):
     copy = student_copy.write_copy(str(tmp_path / "copy"))
+    claims = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "tests/course/test_math_core.py"], cwd=copy, capture_output=True, text=True, timeout=600)
+    assert claims.returncode == 0 and " passed" in claims.stdout, claims.stdout[-2000:]   # the README's test line
     failed = check(copy)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert all(f"{name:20s} not implemented yet" in failed.stdout for name in FUNCTIONS), failed.stdout
@@ -134,3 +158,120 @@ def test_the_check_fails_on_the_copys_stubs_and_passes_once_the_five_are_written
     passed = check(copy)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert all(f"{name:20s} passed" in passed.stdout for name in FUNCTIONS), passed.stdout
+
+
+# ------------------------------------------------------------------ every reference true in the copy
+# Written apart from exercises/student_copy.py's own marking, so that either can catch the other:
+# what the repository tracks (git) is what a page can name; a name the copy lacks must say,
+# nearby (or on its command line), that it is in the course repository.
+
+@functools.lru_cache(maxsize=1)
+def tracked():
+    """(files, folders) git tracks in the repository."""
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    folders = {os.path.dirname(f) for f in files}
+    folders |= {os.path.join(*f.split("/")[:k]) for f in folders for k in range(1, f.count("/") + 1)}
+    return set(files), folders - {""}
+
+
+NAMED_PATH = re.compile(r"(?<![\w./~$-])(\.?[\w-][\w.-]*(?:/[\w.-]+)*/?)")
+NAMED_MODULE = re.compile(r"(?:python3? -m )?(?<![\w./-])([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+)")
+
+
+def module_path(dotted):
+    """The repository file or package a dotted name's longest module prefix is, else None."""
+    files, _ = tracked()
+    parts, found = dotted.split("."), None
+    for k in range(1, len(parts) + 1):
+        stem = "/".join(parts[:k])
+        if stem + ".py" in files:
+            found = stem + ".py"
+        elif stem + "/__init__.py" in files:
+            found = stem + "/__init__.py"
+        else:
+            break
+    return found
+
+
+def unmarked_missing_names(text, page, copy):
+    """[name] of what `text` (of `page`) names that the repository tracks and the copy lacks,
+    where no "in the course repository" follows within 120 characters or on its line (HTML
+    comments, which a reader does not see, aside)."""
+    files, folders = tracked()
+    text = re.sub(r"<!--.*?-->", lambda m: " " * len(m.group(0)), text, flags=re.S)   # not shown to a reader
+    found = []
+    def check(name, start, end):
+        if not os.path.exists(os.path.join(copy, name)):
+            line_end = text.find("\n", end)
+            after = text[end:max(end + 120, line_end if line_end >= 0 else len(text))]
+            before = text[max(0, start - 60, text.rfind("\n", 0, start)):start]
+            if "course repository" not in after and "course repository" not in before:
+                found.append(name)
+    for m in NAMED_PATH.finditer(text):
+        token = m.group(1).rstrip(".,")
+        if "/" not in token and "." not in token:
+            continue
+        for name in (token.rstrip("/"), os.path.normpath(os.path.join(os.path.dirname(page), token))):
+            if name in files or name in folders:
+                check(name, m.start(1), m.start(1) + len(token))
+                break
+    for m in NAMED_MODULE.finditer(text):
+        path = module_path(m.group(1))
+        if path:
+            check(path, m.start(1), m.end(1))
+    return found
+
+
+def test_no_page_of_the_copy_names_a_file_or_module_the_copy_lacks(copy):
+    pages = copied_pages(copy)
+    assert len(pages) >= 15
+    unmarked = {}
+    for page in pages:
+        missing = unmarked_missing_names(student_copy.page_text(os.path.join(copy, page)), page, copy)
+        if missing:
+            unmarked[page] = sorted(set(missing))
+    assert unmarked == {}, unmarked
+    for page in student_copy.LAB_PAGES:
+        assert not os.path.exists(os.path.join(copy, page)), page
+    assert len(re.findall("in the course repository", read(copy, "docs/install.md"))) >= 10   # marked, not left
+
+
+def test_the_check_above_finds_what_the_repositorys_own_pages_name_that_the_copy_lacks(copy):
+    """It can fail: the repository's pages, unmarked, name what the copy lacks."""
+    readme = unmarked_missing_names(read(REPO, "README.md"), "README.md", copy)
+    assert {"requirements/dev.txt", "requirements/verl.txt", ".ci/run", "scripts/gpu_check.py"} <= set(readme), readme
+    plan = unmarked_missing_names(read(REPO, "docs/lab-session.md"), "docs/lab-session.md", copy)
+    assert {"exercises/student_copy.py", "scripts/time_lab_plan.py"} <= set(plan), plan
+    old_handout = "own functions (`tests/course/test_lab_session.py` recomputes each one)."
+    assert unmarked_missing_names(old_handout, "docs/handout.md", copy) == ["tests/course/test_lab_session.py"]
+    assert unmarked_missing_names(read(REPO, "docs/handout.md"), "docs/handout.md", copy) == []   # true in both
+    assert os.path.exists(os.path.join(REPO, "tests", "course", "test_lab_session.py"))
+
+
+def test_the_copys_readme_runs_the_tests_the_copy_holds(copy):
+    readme = read(copy, "README.md")
+    tests = readme.split("## Run the tests", 1)[1].split("\n## ", 1)[0]
+    assert "requirements/dev.txt" not in tests and "no-deps" not in tests and ".ci/run" not in tests
+    commands = [line.split("#")[0].strip() for line in tests.splitlines() if line.startswith("    python")]
+    assert "python -m pytest -q tests/course/test_math_core.py" in commands
+    assert "python -m exercises.check --solution" in commands
+    for command in commands:
+        module = command.split()[2]
+        assert module == "pytest" or os.path.exists(os.path.join(copy, *module.split(".")) + ".py"), command
+        for word in command.split()[3:]:
+            assert word.startswith("-") or os.path.exists(os.path.join(copy, word)), (command, word)
+
+
+def test_marking_a_name_the_copy_lacks_leaves_what_it_holds(tmp_path):
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "exercises" / "check.py").write_text("")
+    text = ("Run `python -m exercises.check` and `python -m grpo_ba_lab.train --design demo`;\n"
+            "five `.ci/run`s, `scripts/time_lab_plan.py`, and docs/lab.md (in the course repository).\n"
+            "    python -m grpo_ba_lab.analysis.sweep --design demo\n"
+            "    python -m exercises.check   # the stubs\n")
+    assert student_copy.mark_missing(text, "docs/page.md", str(tmp_path)) == (
+        "Run `python -m exercises.check` and `python -m grpo_ba_lab.train --design demo` (in the course repository);\n"
+        "five `.ci/run`s (in the course repository), `scripts/time_lab_plan.py` (in the course repository), "
+        "and docs/lab.md (in the course repository).\n"
+        "    python -m grpo_ba_lab.analysis.sweep --design demo   # in the course repository\n"
+        "    python -m exercises.check   # the stubs\n")
