@@ -556,11 +556,11 @@ def demo(args: Args, log=print, train_one=None, terminal=None) -> str:
     for k, rule in enumerate(AGGREGATORS, 1):
         out = os.path.join(base, rule)
         log(f"[{k}/{len(AGGREGATORS)}] {rule}: {args.steps} GRPO steps in {out}")
-        progress = grpo_ba_plots.Progress(args.steps, terminal, log)   # its log: a warm-up's only
+        progress = grpo_ba_plots.Progress(args.steps, terminal, log)   # its log: a warm-up's lines
         train_one(dataclasses.replace(args, aggregator=rule, output_dir=out), log=progress)
         runs[rule] = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))
     figures = (grpo_ba_plots.mechanism_figure(runs, os.path.join(base, "mechanism.png"),
-                                              f"design {args.design}, seed {args.seed}"),
+                                              f"design {args.design}, seed {args.seed}", args),
                grpo_ba_plots.bias_curves(bias_curves(), os.path.join(base, "bias_curves.png")))
     for line in grpo_ba_plots.story(runs, args, figures):
         log(line)

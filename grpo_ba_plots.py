@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import json
 import math
 import os
@@ -39,10 +40,14 @@ PANELS = [("accuracy", "held-out greedy accuracy"),
           ("pg_loss", "pg-loss at ratio 1, a step's first update\n(token: off 0 by its coupling)"),
           ("len_right", "mean length of right answers (tokens)"),
           ("len_wrong", "mean length of wrong answers (tokens)"),
-          ("forced_frac", "responses the world started with a slip"),
+          ("forced_frac", "responses the world started with {}"),     # STARTS' first word
           ("entropy", "entropy per token (nats): how spread\nthe policy's next-token choice is")]
 REFERENCE = {"pos_share": 0.5, "long_right_weight": 1.0, "pg_loss": 0.0}
 WORLD = dict(color="gray", lw=1.5, label="the world")
+# by gap_sign, a world's forced start: its name, example, long side, token's share (None: none)
+STARTS = {"wrong-long": ("a slip", "a slip (57+6+3= -> 57: the 6 forgotten)", "wrong", "Below"),
+          "right-long": ("a re-check", "a right answer, re-checked (57+6+3= -> 63 66?)", "right",
+                         "Above"), None: ("a forced start\n(none in this run)", "", "", "Off")}
 
 
 OWN = ["#CC79A7", "#E69F00", "#56B4E9", "#000000"]   # your own rules (Okabe-Ito's others)
@@ -75,12 +80,13 @@ def _save(fig, path: str) -> str:
     return path
 
 
-def mechanism_figure(runs: dict, path: str | None, title: str):
-    """runs: {rule: metrics lines} of one seed -> eight panels over the steps, saved to `path`
-    (-> path), or the figure itself without a path. One rule or several, yours among them."""
+def mechanism_figure(runs: dict, path: str | None, title: str, args=None):
+    """runs: {rule: metrics lines} of one seed (one rule or several, yours too) -> eight panels
+    over the steps, saved to `path` (-> path), or the figure; `args` name its world (None: demo)."""
     fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
+    start = forced_start(args, next(iter(runs.values())))[0]
     for ax, (key, label) in zip(axes.flat, PANELS):
-        for rule, metrics in runs.items():       # the world's forced slips: the same every run
+        for rule, metrics in runs.items():       # the world's forced starts: the same every run
             steps, values = _steps(metrics, key)
             line = dict(style(rule) if key != "forced_frac" else WORLD)
             if key == "long_right_weight":        # a gap: a step with no such group, not a 0
@@ -101,7 +107,7 @@ def mechanism_figure(runs: dict, path: str | None, title: str):
             middle = (max(ys) + min(ys)) / 2
             ax.set_ylim(middle - 0.1 * max(1.0, abs(middle)), middle + 0.1 * max(1.0, abs(middle)))
         gaps = _gaps_note(runs) if key == "long_right_weight" else ""     # said on the figure
-        ax.set(title=label, xlabel="step" + gaps)
+        ax.set(title=label.format(start), xlabel="step" + gaps)
         ax.grid(alpha=0.3)
     axes.flat[0].legend()
     names = [own_rule.name_of(rule) for rule in runs]
@@ -174,7 +180,8 @@ def redraw(run_dir: str) -> list[str]:
     order = [*COLORS, *sorted(k for k in runs if k not in COLORS)]       # token first, then yours
     runs = dict(sorted(runs.items(), key=lambda item: order.index(item[0])))
     title = f"design {args.get('design')}, seed {args.get('seed')}"
-    figures = [mechanism_figure(runs, os.path.join(run_dir, "mechanism.png"), title)]
+    figures = [mechanism_figure(runs, os.path.join(run_dir, "mechanism.png"), title,
+                                argparse.Namespace(**args))]     # its world's forced start
     if os.path.exists(os.path.join(run_dir, "bias_curves.json")):
         with open(os.path.join(run_dir, "bias_curves.json")) as f:
             figures.append(bias_curves(json.load(f), os.path.join(run_dir, "bias_curves.png")))
@@ -183,17 +190,16 @@ def redraw(run_dir: str) -> list[str]:
 
 class Progress(grpo_ba_run.RunLogger):
     """A run's steps on one terminal line rewritten in place (step k/N, seconds, last accuracy);
-    nothing unless `stream` is a terminal. As a run's `log` it drops its lines (grpo_ba.demo),
-    but for a warm-up being trained, which takes a while: that line goes to `log`, with where
-    it is cached."""
+    nothing unless `stream` is a terminal. As a run's `log` it drops its lines (grpo_ba.demo)
+    but a warm-up's being trained, for minutes: where it is cached, its steps, the time left."""
 
     def __init__(self, steps: int, stream=None, log=None):
         self.stream, self.steps, self.started = stream or sys.stdout, steps, time.time()
         self.shown, self.accuracy, self.width, self.passed = self.stream.isatty(), "", 0, log
 
-    def __call__(self, *lines):                     # the run's own log lines: dropped, but one
-        if self.passed and lines and str(lines[0]).startswith("warm-up: training"):
-            self.passed(*lines)
+    def __call__(self, line="", *more):             # the run's log lines: dropped, but a warm-up's
+        if self.passed and str(line).startswith(("warm-up: training", "warm-up step")):
+            self.passed(line, *more)
 
     def log(self, metrics: dict):
         if metrics.get("accuracy") is not None:
@@ -225,8 +231,6 @@ def story(runs: dict, args, figures) -> list[str]:
         return lambda m: f"{_text(first(m, key), digits)} -> {_text(last(m, key), digits)}"
     def mean(key, sign=""):
         return lambda m: _text(_mean(_steps(m, key)[1]), 3, sign)
-    def each(value):                               # "token 0.299, sequence 0.500, ..."
-        return ", ".join(f"{own_rule.name_of(rule)} {value(m)}" for rule, m in runs.items())
 
     names = [own_rule.name_of(rule) for rule in runs]
     what = "What each rule did" if len(names) > 1 else f"What {names[0]} did"
@@ -240,19 +244,19 @@ def story(runs: dict, args, figures) -> list[str]:
              row(f"wrong-answer length, step 0 -> last {tail}", change("len_wrong")),
              row("held-out accuracy, step 0 -> final",
                  change("accuracy", 3, lambda m, key: (_steps(m, key)[1] or [math.nan])[-1]))]
-    lengths = (f"lengths, by reward, at step 0 (the first batch) and over the last {tail} steps: "
-               "wrong answers are the world's rambles")
-    if "sequence" in runs and len(runs) > 1:    # sequence gives a long ramble's tokens 1/L each
-        others = [late(m, "len_wrong") for rule, m in runs.items() if rule != "sequence"]
-        seq = runs["sequence"]
-        least = late(seq, "len_wrong") >= max(others)
-        grew = late(seq, "len_wrong") >= first(seq, "len_wrong")
-        outcome = (("did not shrink under it at all" if grew else "shrank least under it")
-                   if least else "did not shrink least under it")
-        lengths += ("; token and balanced push each of their tokens alike, sequence each 1/L of "
-                    f"its answer's push, and here they {outcome}")
+    start, _, long, side = forced_start(args, next(iter(runs.values())))   # long: "" if none
+    lengths = (f"lengths, by reward, at step 0 (the first batch) and over the last {tail} steps"
+               + f": {long} answers are the world's rambles" * bool(long))
+    now, was = (f(runs.get("sequence", []), f"len_{long}") for f in (late, first))   # nan: none
+    ends = [late(m, f"len_{long}") for rule, m in runs.items() if rule != "sequence"]
+    if long and ends and all(map(math.isfinite, [now, was, *ends])):    # as the numbers went
+        rank = ("longest" if now > max(ends) else "shortest" if now < min(ends) else
+                "neither longest nor shortest")      # sequence gives a ramble's tokens 1/L each
+        lengths += ("; token and balanced push each of their tokens alike, sequence each 1/L of its"
+                    f" answer's push, and here they {'shrank' if now < was else 'did not shrink'} "
+                    f"under it, ending {rank} of the rules")
     read = [f"- {text}" for text in (
-        "share: the update's weight on right answers; 0.5 is unbiased. Below it, sign-length "
+        f"share: the update's weight on right answers; 0.5 is unbiased. {side} it, sign-length "
         "coupling: token weighs all tokens alike, so the side writing more gets more.",
         "long/short: a group's longest right answer's weight per token over its shortest's; 1 is "
         "unbiased. Below it, sequence equal-weighting: 1/L to each token of an L-token answer. "
@@ -261,8 +265,8 @@ def story(runs: dict, args, figures) -> list[str]:
         lengths + ".",
         f"accuracy: greedy, {args.eval_prompts} held-out prompts. One seed ranks no rule: it "
         "mixes rule and luck.",
-        "the figure's last panels: the responses the world forced into a slip (the same for "
-        "every rule) and entropy, how spread the policy's next-token choice is.")]
+        f"the figure's last panels: the responses the world started with {start}, the same "
+        "for every rule, and entropy, how spread the policy's next-token choice is.")]
     read = ["Reading the rows:",
             *(line.replace("\xa0", " ") for text in read for line in textwrap.wrap(
                 _unbroken(text), 92, subsequent_indent="  ", break_on_hyphens=False))]
@@ -275,10 +279,11 @@ def story(runs: dict, args, figures) -> list[str]:
                f"python grpo_ba.py --design plain --seed {args.seed + 1}"]
     else:
         compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)
+        sweep = (f"python -m grpo_ba_lab.analysis.sweep --design {compared_by}"   # the lab's
+                 if importlib.util.find_spec("grpo_ba_lab")    # a student copy has no lab
+                 else f"the lab's sweep of {compared_by}, in the course repository")
         nxt = [f"Next, minutes on a laptop: python grpo_ba.py --seed {args.seed + 1}{where} (a "
-               "warm-up, three runs). Over many",
-               "seeds, several CPU-hours: python -m grpo_ba_lab.analysis.sweep --design "
-               f"{compared_by}"]
+               "warm-up, three runs). Over many", f"seeds, several CPU-hours: {sweep}"]
     told = world(args, next(iter(runs.values())))
     return ["", *table, "", *told, *([""] if told else []), *read, "", *nxt,
             f"Figure{'s' * (len(figures) > 1)}: {figures[0]} (this run over its steps)"
@@ -302,19 +307,20 @@ def run_story(run_dir: str, args) -> list[str]:
 
 def world(args, metrics: list[dict]) -> list[str]:
     """The story's lines on what the environment imposed: its forced starts, the length gap."""
-    forced = _mean(_steps(metrics, "forced_frac")[1])
-    if not forced > 0:
-        return []
+    _, example, long, _ = forced_start(args, metrics)      # long: "" where it forced none
     step0 = _steps(metrics, "wrong_over_right")[1][:1] or [math.nan]
-    flags = designs.DESIGNS.get(args.design, {}).get("flags", {})
-    if flags.get("gap_sign", "wrong-long") == "wrong-long":
-        what, long = "a slip (57+6+3= -> 57: the 6 forgotten)", "wrong"
-    else:
-        what, long = "a right answer, re-checked (57+6+3= -> 63 66?)", "right"
-    return textwrap.wrap(f"The world: the environment starts {_text(forced, 2)} of the responses "
-                         f"with {what}, which the policy continues with a ramble, so {long} "
-                         f"answers are long by the world's doing: wrong/right length "
-                         f"{_text(step0[0], 2)} at step 0 (mean lengths, by reward).", 92)
+    forced = _mean(_steps(metrics, "forced_frac")[1])
+    return [] if not long else textwrap.wrap(
+        f"The world: the environment starts {_text(forced, 2)} of the responses with {example}, "
+        f"which the policy continues with a ramble, so {long} answers are long by the world's "
+        f"doing: wrong/right length {_text(step0[0], 2)} at step 0 (mean lengths, by reward).", 92)
+
+
+def forced_start(args, metrics: list[dict]) -> tuple[str, str, str, str]:
+    """STARTS' entry for the run's gap_sign (a lab run's flag, else its design's; None: demo's)."""
+    flags = designs.DESIGNS.get(getattr(args, "design", designs.DEMO), {}).get("flags", {})
+    sign = getattr(args, "gap_sign", None) or flags.get("gap_sign", "wrong-long")
+    return STARTS[sign if _mean(_steps(metrics, "forced_frac")[1]) > 0 else None]
 
 
 def _text(value: float, digits: int, sign: str = "") -> str:

@@ -180,8 +180,8 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
         if os.path.exists(os.path.join(path, "warmup.json")):
             log(f"warm-up: loading cached policy from {path}")
             return cached_warmup(path, "cache")
-        log(f"warm-up: training the toy policy ({steps} steps), cached in {path} "
-            f"(set GRPO_BA_CACHE to move the cache)")
+        log(f"warm-up: training the toy policy ({steps} steps, with no accuracy band: step 0's "
+            f"accuracy is this seed's own), cached in {path} (set GRPO_BA_CACHE to move it)")
         model, _, seconds = warmup_toy_model(world, steps, seed, log=log)
         return store_warmup(model, path, {"world": vars(world), "steps": steps, "seed": seed,
                                           "seconds": seconds})
