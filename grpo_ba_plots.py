@@ -217,9 +217,8 @@ class Progress(grpo_ba_run.RunLogger):
 
 
 def story(runs: dict, args, figures) -> list[str]:
-    """The demo's last lines: what each rule did, by the paper's two biases (docs/method.md §3),
-    what the world imposed (the forced slips, the wrong/right length at step 0), how to read
-    every row and panel, and what to run next with its cost. One rule or several, yours too."""
+    """The demo's last lines: what each rule did by the paper's two biases (docs/method.md §3), the
+    world's forced starts and length gap, how to read each row and panel, what next, its cost."""
     def row(label, value):
         return f"{label:<40}" + "".join(f"{value(m):>15}" for m in runs.values())
     def first(metrics, key):                       # nan when no step logged it (no right answer)
@@ -282,8 +281,9 @@ def story(runs: dict, args, figures) -> list[str]:
         sweep = (f"python -m grpo_ba_lab.analysis.sweep --design {compared_by}"   # the lab's
                  if importlib.util.find_spec("grpo_ba_lab")    # a student copy has no lab
                  else f"the lab's sweep of {compared_by}, in the course repository")
-        nxt = [f"Next, minutes on a laptop: python grpo_ba.py --seed {args.seed + 1}{where} (a "
-               "warm-up, three runs). Over many", f"seeds, several CPU-hours: {sweep}"]
+        many = compared_by != args.design       # a one-seed design without a many-seed one: none
+        nxt = [f"Next, minutes on a laptop: python grpo_ba.py --seed {args.seed + 1}{where}",
+               f"(a warm-up, three runs).{f' Over many seeds, several CPU-hours: {sweep}' * many}"]
     told = world(args, next(iter(runs.values())))
     return ["", *table, "", *told, *([""] if told else []), *read, "", *nxt,
             f"Figure{'s' * (len(figures) > 1)}: {figures[0]} (this run over its steps)"

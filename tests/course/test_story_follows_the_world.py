@@ -172,3 +172,9 @@ def test_the_closing_hint_names_the_labs_sweep_only_where_the_lab_is(monkeypatch
     assert ("several CPU-hours: the lab's sweep of strong-band, in the course repository" in text) is not lab
     assert ("grpo_ba_lab" in text) is lab                           # no module the copy lacks
     assert "several CPU-hours" in text
+
+
+def test_a_one_seed_design_without_a_many_seed_design_points_to_no_sweep():
+    text = told(runs_of(), "--design", "long-right")       # long-right registers seed 80 alone
+    assert "python grpo_ba.py --seed 81 --design long-right" in text
+    assert "sweep" not in text and "Over many seeds" not in text
