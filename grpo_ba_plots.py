@@ -172,7 +172,7 @@ def redraw(run_dir: str) -> list[str]:
         args = grpo_ba_run.read_args(os.path.dirname(path))
         if args.get("aggregator") in runs:
             raise grpo_ba_run.RunError(f"{run_dir} holds several {args['aggregator']} runs; this "
-                                       "draws one per rule (many: grpo_ba_lab.analysis.report)")
+                                       "draws one per rule (many: the lab's analysis.report)")
         runs[args.get("aggregator")] = grpo_ba_run.read_metrics(
             os.path.join(os.path.dirname(path), "metrics.jsonl"))
     if not runs:

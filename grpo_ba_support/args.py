@@ -88,8 +88,8 @@ METAVARS = {"output_dir": "DIR", "resume": "DIR", "preset": "NAME", "model": "NA
             "dataset": "FILE"}
 
 
-LAB = ("the lab builds on these (docs/lab.md): python -m grpo_ba_lab.train (LoRA, trackers, "
-       "the toy's knobs), grpo_ba_lab.analysis.sweep (paired seeds), .regime_map, .report ...")
+LAB = ("the lab, in the course repository (docs/lab.md), builds on these: python -m "
+       "grpo_ba_lab.train (LoRA, the toy's knobs), grpo_ba_lab.analysis.sweep (paired seeds) ...")
 
 
 class UsageError(ValueError):
