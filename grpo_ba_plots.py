@@ -44,10 +44,10 @@ PANELS = [("accuracy", "held-out greedy accuracy"),
           ("entropy", "entropy per token (nats): how spread\nthe policy's next-token choice is")]
 REFERENCE = {"pos_share": 0.5, "long_right_weight": 1.0, "pg_loss": 0.0}
 WORLD = dict(color="gray", lw=1.5, label="the world")
-# by gap_sign, a world's forced start: its name, example, long side, token's share (None: none)
-STARTS = {"wrong-long": ("a slip", "a slip (57+6+3= -> 57: the 6 forgotten)", "wrong", "Below"),
+# by gap_sign, a world's forced start: its name, example, long side, token's share's side
+STARTS = {"wrong-long": ("a slip", "a slip (57+6+3= -> 57: the 6 forgotten)", "wrong", "below"),
           "right-long": ("a re-check", "a right answer, re-checked (57+6+3= -> 63 66?)", "right",
-                         "Above"), None: ("a forced start\n(none in this run)", "", "", "Off")}
+                         "above"), None: ("a forced start\n(none in this run)", "", "", "")}
 
 
 OWN = ["#CC79A7", "#E69F00", "#56B4E9", "#000000"]   # your own rules (Okabe-Ito's others)
@@ -246,17 +246,17 @@ def story(runs: dict, args, figures) -> list[str]:
     start, _, long, side = forced_start(args, next(iter(runs.values())))   # long: "" if none
     lengths = (f"lengths, by reward, at step 0 (the first batch) and over the last {tail} steps"
                + f": {long} answers are the world's rambles" * bool(long))
-    now, was = (f(runs.get("sequence", []), f"len_{long}") for f in (late, first))   # nan: none
-    ends = [late(m, f"len_{long}") for rule, m in runs.items() if rule != "sequence"]
+    now, was = (round(f(runs.get("sequence", []), f"len_{long}"), 1) for f in (late, first))
+    ends = [round(late(m, f"len_{long}"), 1) for rule, m in runs.items() if rule != "sequence"]
     if long and ends and all(map(math.isfinite, [now, was, *ends])):    # as the numbers went
-        rank = ("longest" if now > max(ends) else "shortest" if now < min(ends) else
-                "neither longest nor shortest")      # sequence gives a ramble's tokens 1/L each
-        lengths += ("; token and balanced push each of their tokens alike, sequence each 1/L of its"
-                    f" answer's push, and here they {'shrank' if now < was else 'did not shrink'} "
-                    f"under it, ending {rank} of the rules")
+        rank = "longest" if now > max(ends) else "shortest" if now < min(ends) else "in the middle"
+        lengths += (f"; on this seed they {'shrank' if now < was else 'did not shrink'} under "
+                    f"sequence, ending {rank} of the rules run (a likely reason, not tested: "
+                    "sequence gives each token of an L-token answer 1/L of its push)")
     read = [f"- {text}" for text in (
-        f"share: the update's weight on right answers; 0.5 is unbiased. {side} it, sign-length "
-        "coupling: token weighs all tokens alike, so the side writing more gets more.",
+        "share: the update's weight on right answers; 0.5 is unbiased. Off it"
+        f"{f' (expected {side} here)' * bool(side)}, sign-length coupling: token weighs all tokens "
+        "alike, so the side writing more gets more.",
         "long/short: a group's longest right answer's weight per token over its shortest's; 1 is "
         "unbiased. Below it, sequence equal-weighting: 1/L to each token of an L-token answer. "
         "Gaps in its panel: steps with no two right answers of different lengths.",

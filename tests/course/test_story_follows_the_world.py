@@ -41,14 +41,14 @@ def forced_panel_title(runs, args) -> str:
 def test_under_long_right_the_story_says_right_answers_are_the_long_ones():
     text = told(runs_of(), "--design", "long-right")
     assert "right answers are the world's rambles" in text and "wrong answers are the world's" not in text
-    assert "0.5 is unbiased. Above it, sign-length coupling" in text and "Below it, sign-length" not in text
+    assert "0.5 is unbiased. Off it (expected above here), sign-length coupling" in text and "below" not in text
     assert "the responses the world started with a re-check, the same for every rule" in text
     assert "slip" not in text and "so right answers are long by the world's doing" in text
 
 
 def test_in_the_demos_world_the_story_still_says_wrong_answers_are_the_long_ones_started_with_a_slip():
     text = told(runs_of(), "--design", "demo")
-    assert "wrong answers are the world's rambles" in text and "0.5 is unbiased. Below it, sign-length" in text
+    assert "wrong answers are the world's rambles" in text and "0.5 is unbiased. Off it (expected below here), sign-length" in text
     assert "the responses the world started with a slip, the same for every rule" in text
     assert "re-check" not in text
 
@@ -63,17 +63,17 @@ def test_plain_forces_slips_too_so_its_story_tells_them():
 def test_a_run_the_world_forced_nothing_in_claims_no_rambles_and_no_side_for_token():
     text = told(runs_of(forced=0.0), "--design", "plain")
     assert "ramble" not in text and "The world:" not in text and "slip" not in text
-    assert "0.5 is unbiased. Off it, sign-length coupling" in text
+    assert "0.5 is unbiased. Off it, sign-length coupling" in text and "expected" not in text
     assert "started with a forced start (none in this run)" in text
     assert "last 3 steps. - accuracy" in text                       # the lengths line says only what it shows
 
 
 SEQUENCE_ENDS = [  # (sequence's long side: step 0 -> later, the others' later) -> what the story says
-    ((30.0, 31.0), (25.0, 20.0), "did not shrink under it, ending longest of the rules"),
-    ((30.0, 28.0), (25.0, 20.0), "shrank under it, ending longest of the rules"),
-    ((30.0, 15.0), (25.0, 20.0), "shrank under it, ending shortest of the rules"),
-    ((30.0, 32.0), (35.0, 40.0), "did not shrink under it, ending shortest of the rules"),
-    ((30.0, 22.0), (25.0, 20.0), "shrank under it, ending neither longest nor shortest of the rules"),
+    ((30.0, 31.0), (25.0, 20.0), "did not shrink under sequence, ending longest of the rules run"),
+    ((30.0, 28.0), (25.0, 20.0), "shrank under sequence, ending longest of the rules run"),
+    ((30.0, 15.0), (25.0, 20.0), "shrank under sequence, ending shortest of the rules run"),
+    ((30.0, 32.0), (35.0, 40.0), "did not shrink under sequence, ending shortest of the rules run"),
+    ((30.0, 22.0), (25.0, 20.0), "shrank under sequence, ending in the middle of the rules run"),
 ]
 
 
@@ -85,13 +85,13 @@ def test_the_sequence_clause_reads_the_worlds_long_side_and_says_what_its_number
     other_side = {rule: (8.0, 100.0 if rule == "sequence" else 1.0) for rule in RULES}    # the other way round
     text = told(runs_of(**{long: lengths, short: other_side}), "--design", design)
     assert f"{long} answers are the world's rambles" in text
-    assert f"sequence each 1/L of its answer's push, and here they {says}." in text
+    assert f"; on this seed they {says} (a likely reason, not tested: sequence gives each token of an L-token answer 1/L of its push)." in text
 
 
 def test_a_long_side_without_answers_late_in_the_run_gets_no_sequence_clause():
     runs = runs_of(wrong={rule: (float("nan"), float("nan")) for rule in RULES})      # all right, every step
     text = told(runs, "--design", "demo")
-    assert "wrong answers are the world's rambles. - accuracy" in text and "here they" not in text
+    assert "wrong answers are the world's rambles. - accuracy" in text and "on this seed they" not in text
 
 
 def test_the_forced_panel_is_titled_by_the_worlds_start_a_course_runs_design_or_a_lab_runs_gap_sign():
@@ -178,3 +178,9 @@ def test_a_one_seed_design_without_a_many_seed_design_points_to_no_sweep():
     text = told(runs_of(), "--design", "long-right")       # long-right registers seed 80 alone
     assert "python grpo_ba.py --seed 81 --design long-right" in text
     assert "sweep" not in text and "Over many seeds" not in text
+
+
+def test_the_sequence_clause_compares_lengths_as_printed_so_it_never_says_shrank_beside_an_equal_pair():
+    lengths = {"sequence": (25.61, 25.58), "token": (25.61, 20.9), "balanced": (25.61, 19.4)}   # 25.6 -> 25.6
+    text = told(runs_of(wrong=lengths), "--design", "demo")
+    assert "they did not shrink under sequence, ending longest" in text
