@@ -251,12 +251,11 @@ def story(runs: dict, args, figures) -> list[str]:
     if long and ends and all(map(math.isfinite, [now, was, *ends])):    # as the numbers went
         rank = "longest" if now > max(ends) else "shortest" if now < min(ends) else "in the middle"
         lengths += (f"; on this seed they {'shrank' if now < was else 'did not shrink'} under "
-                    f"sequence, ending {rank} of the rules run (a likely reason, not tested: "
-                    "sequence gives each token of an L-token answer 1/L of its push)")
+                    f"sequence, ending {rank} of the rules run")
     read = [f"- {text}" for text in (
-        "share: the update's weight on right answers; 0.5 is unbiased. Off it"
-        f"{f' (expected {side} here)' * bool(side)}, sign-length coupling: token weighs all tokens "
-        "alike, so the side writing more gets more.",
+        "share: the update's weight on right answers; 0.5 is unbiased. Token's is expected off it"
+        f"{f', {side},' * bool(side)} by sign-length coupling: it weighs all tokens alike, so the "
+        "side writing more gets more.",
         "long/short: a group's longest right answer's weight per token over its shortest's; 1 is "
         "unbiased. Below it, sequence equal-weighting: 1/L to each token of an L-token answer. "
         "Gaps in its panel: steps with no two right answers of different lengths.",
@@ -272,7 +271,8 @@ def story(runs: dict, args, figures) -> list[str]:
     where = "" if args.design == designs.DEMO else f" --design {args.design}"
     if len(runs) == 1:                            # one rule: the three beside it, same seed
         nxt = ["Next, in minutes on a laptop: the three rules from the same weights and seed,",
-               f"python grpo_ba.py --seed {args.seed}{where} --steps {args.steps}"]
+               f"python grpo_ba.py --seed {args.seed}{where} --steps {args.steps}"    # its warm-up:
+               + f" --threads {args.threads}" * bool(args.threads)]      # keyed by the threads
     elif args.design == designs.NO_DESIGN:
         nxt = ["Next: the same on another seed, a warm-up and three runs, minutes on a laptop:",
                f"python grpo_ba.py --design plain --seed {args.seed + 1}"]

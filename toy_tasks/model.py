@@ -87,7 +87,7 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        if step % max(1, steps // 5) == 0 or step == steps - 1:
+        if step % max(1, steps // 10) == 0 or step == steps - 1:
             spent = time.time() - start
             left = spent / (step + 1) * (steps - step - 1)
             log(f"warm-up step {step:5d}/{steps}  loss {loss.item():.3f}  ({spent:.0f}s, "
