@@ -210,6 +210,8 @@ class Progress(grpo_ba_run.RunLogger):
             self.stream.write("\r" + line.ljust(self.width))
             self.stream.flush()
             self.width = max(self.width, len(line))
+        elif min(metrics["step"] + 1, self.steps) % 10 == 0 or metrics["step"] + 1 >= self.steps:
+            print(line.strip(), file=self.stream, flush=True)    # a log file, a notebook's `!`
 
     def close(self):
         if self.width:

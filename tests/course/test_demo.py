@@ -28,10 +28,14 @@ SEED_22_ACCURACY = {"token": 0.6707818930041153, "sequence": 0.6982167352537723,
                     "balanced": 0.6707818930041153}
 
 
-def demo_outputs(out, capsys):
-    captured = capsys.readouterr()
-    return captured.out.splitlines(), captured.err, sorted(glob.glob(os.path.join(out, "**", "*.png"),
-                                                                    recursive=True))
+PROGRESS = re.compile(r"^step \d+/\d+, \d+ s")        # not a terminal: every 10 steps and the last
+
+
+def demo_outputs(out, capsys, captured=None):
+    """The demo's lines but its progress lines (counted apart), its stderr and its figures."""
+    captured = captured or capsys.readouterr()
+    lines = [line for line in captured.out.splitlines() if not PROGRESS.match(line)]
+    return lines, captured.err, sorted(glob.glob(os.path.join(out, "**", "*.png"), recursive=True))
 
 
 TINY = ["--seed", "7", "--steps", "2", "--group-size", "4", "--prompts-per-step", "2", "--eval-prompts", "8",
@@ -55,7 +59,10 @@ class Terminal(io.StringIO):
 def test_any_seed_runs_the_demo_and_draws_its_two_figures_in_at_most_30_lines(tmp_path, random_policy, capsys):
     out = str(tmp_path / "demo")
     assert grpo_ba.main([*TINY, "--output-dir", out]) == 0
-    lines, err, figures = demo_outputs(out, capsys)
+    captured = capsys.readouterr()
+    progress = [line.split(",")[0] for line in captured.out.splitlines() if PROGRESS.match(line)]
+    assert progress == ["step 2/2"] * 6                  # per rule: its last step and the final evaluation
+    lines, err, figures = demo_outputs(out, capsys, captured)
     # on a terminal each rule adds one progress line: the story leaves room for them
     assert 0 < len(lines) + 3 <= STORY_MAX_LINES, lines
     assert [os.path.basename(f) for f in figures] == ["bias_curves.png", "mechanism.png"]
@@ -85,14 +92,21 @@ def test_on_a_terminal_each_rule_shows_its_steps_on_one_line_rewritten_in_place_
     assert logged[0].startswith("[1/3] token") and any("sign-length coupling" in line.lower() for line in logged)
 
 
-def test_the_progress_line_writes_nothing_to_a_stream_that_is_not_a_terminal():
+def test_the_progress_line_writes_a_plain_line_every_ten_steps_and_the_last_where_it_is_not_a_terminal():
     log_file, terminal = io.StringIO(), Terminal()
     for stream in (log_file, terminal):
         progress = grpo_ba_plots.Progress(3, stream)
         for step in range(3):
             progress.log({"step": step, "accuracy": 0.5} if step == 0 else {"step": step})
         progress.close()
-    assert log_file.getvalue() == ""
+    assert [line.split(",")[0] for line in log_file.getvalue().splitlines()] == ["step 3/3"]
+    assert "\r" not in log_file.getvalue()
+    long_run = io.StringIO()
+    progress = grpo_ba_plots.Progress(25, long_run)
+    for step in range(26):                                    # 25 steps, then the final evaluation
+        progress.log({"step": step})
+    assert [line.split(",")[0] for line in long_run.getvalue().splitlines()] == [
+        "step 10/25", "step 20/25", "step 25/25", "step 25/25"]
     assert terminal.getvalue().count("\r") == 3 and terminal.getvalue().endswith("accuracy 0.500\n")
     assert isinstance(progress, grpo_ba_run.RunLogger) and progress("a log line") is None
 
