@@ -190,8 +190,8 @@ def redraw(run_dir: str) -> list[str]:
 
 class Progress(grpo_ba_run.RunLogger):
     """A run's steps on one terminal line rewritten in place (step k/N, seconds, last accuracy);
-    nothing unless `stream` is a terminal. As a run's `log` it drops its lines (grpo_ba.demo)
-    but a warm-up's being trained, for minutes: where it is cached, its steps, the time left."""
+    elsewhere a plain line every ten steps and the final one. As a run's `log` it drops its lines
+    (grpo_ba.demo) but a warm-up's being trained: where it is cached, its steps, the time left."""
 
     def __init__(self, steps: int, stream=None, log=None):
         self.stream, self.steps, self.started = stream or sys.stdout, steps, time.time()
@@ -204,13 +204,14 @@ class Progress(grpo_ba_run.RunLogger):
     def log(self, metrics: dict):
         if metrics.get("accuracy") is not None:
             self.accuracy = f", accuracy {metrics['accuracy']:.3f}"
-        line = (f"      step {min(metrics['step'] + 1, self.steps)}/{self.steps}, "
+        k = metrics["step"]                         # the final evaluation's: self.steps
+        line = (f"      step {min(k + 1, self.steps)}/{self.steps}, "
                 f"{time.time() - self.started:.0f} s{self.accuracy}")
         if self.shown:
             self.stream.write("\r" + line.ljust(self.width))
             self.stream.flush()
             self.width = max(self.width, len(line))
-        elif min(metrics["step"] + 1, self.steps) % 10 == 0 or metrics["step"] + 1 >= self.steps:
+        elif k >= self.steps or (k + 1) % 10 == 0 < self.steps - 1 - k:   # every 10th, the final
             print(line.strip(), file=self.stream, flush=True)    # a log file, a notebook's `!`
 
     def close(self):
@@ -251,13 +252,15 @@ def story(runs: dict, args, figures) -> list[str]:
     now, was = (round(f(runs.get("sequence", []), f"len_{long}"), 1) for f in (late, first))
     ends = [round(late(m, f"len_{long}"), 1) for rule, m in runs.items() if rule != "sequence"]
     if long and ends and all(map(math.isfinite, [now, was, *ends])):    # as the numbers went
-        rank = "longest" if now > max(ends) else "shortest" if now < min(ends) else "in the middle"
+        rank = ("longest of the rules run" if now > max(ends) else "shortest of the rules run" if
+                now < min(ends) else "level with another rule" if now in ends else "between others")
         lengths += (f"; on this seed they {'shrank' if now < was else 'did not shrink'} under "
-                    f"sequence, ending {rank} of the rules run")
+                    f"sequence, ending {rank}")
     read = [f"- {text}" for text in (
-        "share: the update's weight on right answers; 0.5 is unbiased. Token's is expected off it"
-        f"{f', {side},' * bool(side)} by sign-length coupling: it weighs all tokens alike, so the "
-        "side writing more gets more.",
+        "share: the update's weight on right answers; 0.5 is unbiased. Token's share is expected "
+        f"{f'{side} it here' if side else 'off it where right and wrong answers differ in length'}"
+        ": sign-length coupling, token weighing all tokens alike, so the side writing more gets "
+        "more.",
         "long/short: a group's longest right answer's weight per token over its shortest's; 1 is "
         "unbiased. Below it, sequence equal-weighting: 1/L to each token of an L-token answer. "
         "Gaps in its panel: steps with no two right answers of different lengths.",

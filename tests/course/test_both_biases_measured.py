@@ -63,7 +63,7 @@ def test_the_story_prints_each_bias_in_its_row_and_the_figure_draws_each_in_its_
     row = next(text for text in lines if text.startswith("long/short right answer"))
     assert row.split()[-3:] == ["1.000", "0.590", "1.000"]
     text = " ".join(" ".join(lines).split())
-    assert "share: the update's weight on right answers; 0.5 is unbiased. Token's is expected off it, below, by sign-length coupling" in text
+    assert "share: the update's weight on right answers; 0.5 is unbiased. Token's share is expected below it here: sign-length coupling" in text
     assert "Gaps in its panel: steps with no two right answers of different lengths" in text
     assert "1 is unbiased. Below it, sequence equal-weighting" in text
     assert "starts 0.50 of the responses with a slip" in text and "wrong/right length 4.00 at step 0" in text

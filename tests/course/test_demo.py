@@ -61,7 +61,7 @@ def test_any_seed_runs_the_demo_and_draws_its_two_figures_in_at_most_30_lines(tm
     assert grpo_ba.main([*TINY, "--output-dir", out]) == 0
     captured = capsys.readouterr()
     progress = [line.split(",")[0] for line in captured.out.splitlines() if PROGRESS.match(line)]
-    assert progress == ["step 2/2"] * 6                  # per rule: its last step and the final evaluation
+    assert progress == ["step 2/2"] * 3                  # per rule: the final evaluation's
     lines, err, figures = demo_outputs(out, capsys, captured)
     # on a terminal each rule adds one progress line: the story leaves room for them
     assert 0 < len(lines) + 3 <= STORY_MAX_LINES, lines
@@ -96,18 +96,24 @@ def test_the_progress_line_writes_a_plain_line_every_ten_steps_and_the_last_wher
     log_file, terminal = io.StringIO(), Terminal()
     for stream in (log_file, terminal):
         progress = grpo_ba_plots.Progress(3, stream)
-        for step in range(3):
+        for step in range(4):                                 # 3 steps, then the final evaluation
             progress.log({"step": step, "accuracy": 0.5} if step == 0 else {"step": step})
         progress.close()
-    assert [line.split(",")[0] for line in log_file.getvalue().splitlines()] == ["step 3/3"]
+    assert [line.split(",")[0] for line in log_file.getvalue().splitlines()] == ["step 3/3"]   # the final evaluation's
     assert "\r" not in log_file.getvalue()
     long_run = io.StringIO()
     progress = grpo_ba_plots.Progress(25, long_run)
     for step in range(26):                                    # 25 steps, then the final evaluation
         progress.log({"step": step})
     assert [line.split(",")[0] for line in long_run.getvalue().splitlines()] == [
-        "step 10/25", "step 20/25", "step 25/25", "step 25/25"]
-    assert terminal.getvalue().count("\r") == 3 and terminal.getvalue().endswith("accuracy 0.500\n")
+        "step 10/25", "step 20/25", "step 25/25"]
+    thirty = io.StringIO()
+    progress = grpo_ba_plots.Progress(30, thirty)
+    for step in range(31):                                    # the 30th step's line is the final one's
+        progress.log({"step": step, "accuracy": 0.5} if step == 30 else {"step": step})
+    assert [line.split(",")[0] for line in thirty.getvalue().splitlines()] == ["step 10/30", "step 20/30", "step 30/30"]
+    assert "accuracy 0.500" in thirty.getvalue().splitlines()[-1]
+    assert terminal.getvalue().count("\r") == 4 and terminal.getvalue().endswith("accuracy 0.500\n")
     assert isinstance(progress, grpo_ba_run.RunLogger) and progress("a log line") is None
 
 

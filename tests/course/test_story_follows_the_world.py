@@ -41,14 +41,14 @@ def forced_panel_title(runs, args) -> str:
 def test_under_long_right_the_story_says_right_answers_are_the_long_ones():
     text = told(runs_of(), "--design", "long-right")
     assert "right answers are the world's rambles" in text and "wrong answers are the world's" not in text
-    assert "0.5 is unbiased. Token's is expected off it, above, by sign-length coupling" in text and "below" not in text
+    assert "0.5 is unbiased. Token's share is expected above it here: sign-length coupling" in text and "below" not in text
     assert "the responses the world started with a re-check, the same for every rule" in text
     assert "slip" not in text and "so right answers are long by the world's doing" in text
 
 
 def test_in_the_demos_world_the_story_still_says_wrong_answers_are_the_long_ones_started_with_a_slip():
     text = told(runs_of(), "--design", "demo")
-    assert "wrong answers are the world's rambles" in text and "0.5 is unbiased. Token's is expected off it, below, by sign-length" in text
+    assert "wrong answers are the world's rambles" in text and "0.5 is unbiased. Token's share is expected below it here: sign-length" in text
     assert "the responses the world started with a slip, the same for every rule" in text
     assert "re-check" not in text
 
@@ -63,7 +63,7 @@ def test_plain_forces_slips_too_so_its_story_tells_them():
 def test_a_run_the_world_forced_nothing_in_claims_no_rambles_and_no_side_for_token():
     text = told(runs_of(forced=0.0), "--design", "plain")
     assert "ramble" not in text and "The world:" not in text and "slip" not in text
-    assert "0.5 is unbiased. Token's is expected off it by sign-length coupling" in text and "above" not in text and "below" not in text
+    assert "Token's share is expected off it where right and wrong answers differ in length: sign-length coupling" in text and "above" not in text and "below" not in text
     assert "started with a forced start (none in this run)" in text
     assert "last 3 steps. - accuracy" in text                       # the lengths line says only what it shows
 
@@ -73,7 +73,9 @@ SEQUENCE_ENDS = [  # (sequence's long side: step 0 -> later, the others' later) 
     ((30.0, 28.0), (25.0, 20.0), "shrank under sequence, ending longest of the rules run"),
     ((30.0, 15.0), (25.0, 20.0), "shrank under sequence, ending shortest of the rules run"),
     ((30.0, 32.0), (35.0, 40.0), "did not shrink under sequence, ending shortest of the rules run"),
-    ((30.0, 22.0), (25.0, 20.0), "shrank under sequence, ending in the middle of the rules run"),
+    ((30.0, 22.0), (25.0, 20.0), "shrank under sequence, ending between others"),
+    ((30.0, 25.0), (25.0, 20.0), "shrank under sequence, ending level with another rule"),
+    ((30.0, 20.0), (25.0, 20.0), "shrank under sequence, ending level with another rule"),
 ]
 
 
