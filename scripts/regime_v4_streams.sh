@@ -5,7 +5,7 @@
 # registration's commit in a worktree beside the repository, and launches avx2-1t and
 # default-1t there, one thread each, in the background; each stream's log is
 # RUNS_DIR/stream-VARIANT.log. Before the session ends:
-#   python -m grpo_ba_lab.analysis.regime_v4 archive RUNS_DIR --out assets/regime-v4/runs
+#   python -m grpo_ba_lab.analysis.regime_v4 archive RUNS_DIR --out assets/regime-v4/archive
 # and commit the new part with the streams' logs (assets/regime-v4/logs/).
 set -euo pipefail
 runs="$(realpath -m "${1:?usage: bash scripts/regime_v4_streams.sh RUNS_DIR PAUSE_AT}")"
@@ -14,7 +14,7 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 commit="$(git -C "$repo" log --diff-filter=A --format=%H -- registrations/regime-v4.md | tail -1)"
 worktree="$repo/../regime-v4-worktree"
 mkdir -p "$runs"
-python -m grpo_ba_lab.analysis.regime_v4 extract "$repo/assets/regime-v4/runs" "$runs" 2>/dev/null \
+python -m grpo_ba_lab.analysis.regime_v4 extract "$repo/assets/regime-v4/archive" "$runs" 2>/dev/null \
     || echo "no committed part yet"
 [ -d "$worktree" ] || git -C "$repo" worktree add --detach "$worktree" "$commit"
 [ "$(git -C "$worktree" rev-parse HEAD)" = "$commit" ] && [ -z "$(git -C "$worktree" status --porcelain)" ] \

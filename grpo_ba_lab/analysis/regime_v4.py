@@ -5,7 +5,7 @@ interaction, on regime-v3's weak (gap 6) and strong (gap 30) worlds with fresh s
     python -m grpo_ba_lab.analysis.regime_v4 run --variant avx2-1t --output-dir RUNS
     python -m grpo_ba_lab.analysis.regime_v4 run --variant default-1t --output-dir RUNS
     python -m grpo_ba_lab.analysis.regime_v4 progress RUNS          # counts only, no accuracy
-    python -m grpo_ba_lab.analysis.regime_v4 archive RUNS --out assets/regime-v4/runs
+    python -m grpo_ba_lab.analysis.regime_v4 archive RUNS --out assets/regime-v4/archive
     python -m grpo_ba_lab.analysis.regime_v4 report RUNS --out assets/regime-v4
 
 The stopping rule is the registered n (designs.REGIME_V4_SEEDS), not a clock: `run` may be

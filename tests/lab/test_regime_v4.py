@@ -140,7 +140,7 @@ def test_the_report_refuses_until_every_registered_seed_is_in(tmp_path):
 
 
 # ------------------------------------------------------------------ the committed parts
-PARTS = os.path.join(designs.REPO, "assets", "regime-v4", "runs")
+PARTS = os.path.join(designs.REPO, "assets", "regime-v4", "archive")
 
 
 def _parts():
@@ -180,5 +180,5 @@ def test_every_archived_run_is_from_the_registration_commit_on_its_variant_in_on
 def test_a_committed_part_is_never_changed_after_the_commit_that_added_it():
     from registration_commits import commits_touching
     for part in _parts():
-        touching = commits_touching(os.path.join("assets", "regime-v4", "runs", part))
+        touching = commits_touching(os.path.join("assets", "regime-v4", "archive", part))
         assert len(touching) <= 1, f"{part} was changed after it was added: {touching}"
