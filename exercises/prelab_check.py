@@ -25,6 +25,7 @@ count, so the cache key, which holds the floating-point path, is the one that ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import io
@@ -179,35 +180,36 @@ SESSION_WARMUPS = (("demo", 22, 1), ("long-right", 80, 1))
 TRAIN_COMMAND = "python -m exercises.prelab_check --train-warm-ups"
 
 
-def session_warmup_path(name: str, seed: int, session_threads: int) -> str:
-    """Where the session's run of design `name` looks its warm-up up: the cache key as
-    grpo_ba.py computes it once `--threads session_threads` is set."""
+@contextlib.contextmanager
+def session_threads(n: int):
+    """torch on the session's --threads n, as its run sets it: the warm-up cache's key holds it."""
     import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def session_warmup_path(name: str, seed: int, threads: int) -> str:
+    """Where the session's run of design `name` with `--threads threads` looks its warm-up up."""
     from grpo_ba_support import task
     from toy_tasks import designs
     from toy_tasks.model import warmup_cache_dir
-    threads = torch.get_num_threads()
-    torch.set_num_threads(session_threads)
-    try:
+    with session_threads(threads):
         return warmup_cache_dir(task.CACHE_DIR, designs.world(name), designs.warmup_steps(name), seed)
-    finally:
-        torch.set_num_threads(threads)
 
 
-def train_warmup(name: str, seed: int, session_threads: int, out=print) -> str:
+def train_warmup(name: str, seed: int, threads: int, out=print) -> str:
     """Train and cache design `name`'s warm-up as the session's run would (the same function,
     cache, seed and thread count), printing its progress. -> the cache path."""
-    import torch
     from grpo_ba_support import task
     from toy_tasks import designs
     from toy_tasks.model import load_or_warmup_toy
-    threads = torch.get_num_threads()
-    torch.set_num_threads(session_threads)
-    try:
+    with session_threads(threads):
         _, _, record = load_or_warmup_toy(task.CACHE_DIR, designs.world(name), designs.warmup_steps(name), seed,
                                           log=lambda line: out(f"train design {name}, seed {seed}: {line}"))
-    finally:
-        torch.set_num_threads(threads)
     return record["path"]
 
 
