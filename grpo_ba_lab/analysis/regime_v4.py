@@ -316,11 +316,20 @@ def regime_figure(runs: dict, path: str):
         ax.errorbar(x, means, yerr=err, fmt="o" if name != "pooled" else "s", capsize=4, label=name,
                     gid=f"series:{name}")
     ax.set_xticks(range(len(LEVELS)))
-    ax.set_xticklabels([f"{level} (gap {GAPS[level]})" for level in LEVELS])
+    ax.set_xticklabels([f"gap {GAPS[level]} ({level})" for level in LEVELS])
     ax.set_xlim(-0.5, len(LEVELS) - 0.5)
     ax.set_ylabel("token - sequence, last held-out accuracy")
-    ax.set_title(f"regime-v4: token - sequence at two gaps ({len(SEEDS)} seeds; 95% intervals)", fontsize=10)
+    # the primary is the change between the two gaps, not either point: the title says it and its verdict
+    ax.set_title(f"regime-v4: token - sequence at two gaps ({len(SEEDS)} seeds; 95% intervals)\n"
+                 f"{primary_words(runs)}", fontsize=10)
     return finish_figure(fig, ax, path)
+
+
+def primary_words(runs: dict) -> str:
+    """One line for the figure: the primary's pooled interval and its verdict word."""
+    r = rows(runs)[0]
+    gaps = " to ".join(f"gap {GAPS[level]}" for level in ("weak", "strong"))
+    return f"primary, the change from {gaps}: {paired_stats._fmt_interval(r['test'])} pooled, {r['verdict']}"
 
 
 def report(runs_dir: str, out: str, log=print) -> str:

@@ -88,6 +88,13 @@ def test_the_figure_draws_each_paths_and_the_pooled_interval_at_two_unjoined_lev
         assert line.get_linestyle() == "None"                   # categorical levels: no joining line
         segments = bars[0].get_segments()
         assert [y for s in segments for y in (s[0][1], s[1][1])] == pytest.approx([y for p in pts for y in p[2:]])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["gap 6 (weak)", "gap 30 (strong)"]
+    primary = r4.rows(runs)[0]
+    # the primary is the change between the points: the title gives its pooled interval and verdict
+    assert ax.get_title().splitlines()[1] == (f"primary, the change from gap 6 to gap 30: "
+                                              f"{primary['test']['mean']:+.3f} [{primary['test']['low']:+.3f}, "
+                                              f"{primary['test']['high']:+.3f}] pooled, {primary['verdict']}")
 
 
 def _finished_unit(runs_dir, level, seed, variant):
@@ -182,3 +189,4 @@ def test_a_committed_part_is_never_changed_after_the_commit_that_added_it():
     for part in _parts():
         touching = commits_touching(os.path.join("assets", "regime-v4", "archive", part))
         assert len(touching) <= 1, f"{part} was changed after it was added: {touching}"
+
