@@ -276,7 +276,18 @@ def report_text(runs: dict) -> str:
         lines.append(f"| {r['what']} | {r['label']} | {t['n']} | {paired_stats._fmt_interval(t)} | "
                      + " | ".join(paired_stats._fmt_interval(t["variants"][v]) for v in VARIANTS)
                      + f" | {verdict_words(r)} |")
+    lines += ["", power_line(rows(runs)[0]["test"])]
     return "\n".join(lines + rule_means_table(runs, RULES)) + "\n"
+
+
+def power_line(test: dict) -> str:
+    """What the registered seeds could detect on the primary, from the sds they measured (the
+    registration's "Seeds by power" planned with regime-v3's sds and promised this line)."""
+    sds = ", ".join(f"{v} {test['variants'][v]['sd']:.4f}" for v in VARIANTS)
+    return (f"The primary's per-seed sd as these {test['n']} seeds measured it: {sds}, pooled {test['sd']:.4f}. "
+            f"With them the whole rule (the pooled interval and each variant's own) detects "
+            f"{test['claim_detectable']:.3f} or more at {paired_stats.POWER:.0%} power; the registration planned about "
+            f"0.034 from regime-v3's sds.")
 
 
 def machines(runs: dict) -> list[tuple[str, str, int]]:
@@ -318,7 +329,7 @@ def regime_figure(runs: dict, path: str):
     ax.set_xticks(range(len(LEVELS)))
     ax.set_xticklabels([f"gap {GAPS[level]} ({level})" for level in LEVELS])
     ax.set_xlim(-0.5, len(LEVELS) - 0.5)
-    ax.set_ylabel("token - sequence, last held-out accuracy")
+    ax.set_ylabel("token - sequence, last held-out accuracy\n(below 0: sequence ahead)")
     # the primary is the change between the two gaps, not either point: the title says it and its verdict
     ax.set_title(f"regime-v4: token - sequence at two gaps ({len(SEEDS)} seeds; 95% intervals)\n"
                  f"{primary_words(runs)}", fontsize=10)

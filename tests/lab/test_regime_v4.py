@@ -90,6 +90,7 @@ def test_the_figure_draws_each_paths_and_the_pooled_interval_at_two_unjoined_lev
         assert [y for s in segments for y in (s[0][1], s[1][1])] == pytest.approx([y for p in pts for y in p[2:]])
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["gap 6 (weak)", "gap 30 (strong)"]
+    assert ax.get_ylabel().endswith("(below 0: sequence ahead)")
     primary = r4.rows(runs)[0]
     # the primary is the change between the points: the title gives its pooled interval and verdict
     assert ax.get_title().splitlines()[1] == (f"primary, the change from gap 6 to gap 30: "
@@ -190,3 +191,33 @@ def test_a_committed_part_is_never_changed_after_the_commit_that_added_it():
         touching = commits_touching(os.path.join("assets", "regime-v4", "archive", part))
         assert len(touching) <= 1, f"{part} was changed after it was added: {touching}"
 
+
+def test_the_report_prints_what_its_seeds_could_detect_on_the_primary_from_their_own_sds():
+    runs = _runs(effect={"weak": {}, "strong": {}})
+    primary = r4.rows(runs)[0]["test"]
+    line = r4.power_line(primary)
+    assert f"detects {primary['claim_detectable']:.3f} or more at 80% power" in line
+    assert f"pooled {primary['sd']:.4f}" in line and line in r4.report_text(runs)
+    with open(os.path.join(designs.REPO, r4.REGISTRATION)) as f:
+        assert "detects about 0.034" in f.read()                  # the planning value the line quotes
+
+
+@pytest.mark.slow                   # unpacks every part and redraws the figure: the full suite runs it
+def test_the_committed_report_and_figure_redraw_byte_for_byte_from_the_archive(tmp_path):
+    """assets/regime-v4/regime.md is what `report` prints from the committed parts (every run
+    checked against its level's registered settings and machine by design_runs), and the
+    figure draws the report's rows: each path's own interval and the pooled one at each gap."""
+    _parts()
+    assert r4.extract(PARTS, str(tmp_path / "runs")) == len(r4.SEEDS) * len(r4.LEVELS) * len(VARIANTS)
+    with open(os.path.join(designs.REPO, "assets", "regime-v4", "regime.md")) as f:
+        committed = f.read()
+    assert r4.report(str(tmp_path / "runs"), str(tmp_path / "out"), log=lambda *a: None) == committed
+    assert (tmp_path / "out" / "regime.png").stat().st_size > 0
+    runs = r4.load_design(str(tmp_path / "runs"))
+    for name, pts in r4.figure_points(runs).items():
+        for level, mean, low, high in pts:
+            row = next(line for line in committed.splitlines()
+                       if line.startswith(f"| token - sequence at {level}, last held-out acc |"))
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            column = 3 if name == "pooled" else 4 + VARIANTS.index(name)
+            assert cells[column] == f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]", (name, level, cells[column])
