@@ -31,7 +31,9 @@ then compared.
 
 Sources: band (assets/demo-band-v3/consequences.md), probe (assets/stability-probe/probe.md),
 strong (assets/strong-band-v3/consequences.md), pilot (assets/strong-coupling-pilot/pilot.md),
-v1-table (assets/table.md) and v1-paired (assets/paired_differences.md)."""
+v1-table (assets/table.md), v1-paired (assets/paired_differences.md), regime
+(assets/regime-v3/regime.md), regime-v4 (assets/regime-v4/regime.md), long
+(assets/long-horizon/long-horizon.md) and endless (assets/endless-band-v3/consequences.md)."""
 from __future__ import annotations
 
 import bisect
@@ -45,7 +47,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stability-probe/probe.md",
            "strong": "assets/strong-band-v3/consequences.md", "pilot": "assets/strong-coupling-pilot/pilot.md",
            "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md",
-           "regime": "assets/regime-v3/regime.md", "long": "assets/long-horizon/long-horizon.md",
+           "regime": "assets/regime-v3/regime.md", "regime-v4": "assets/regime-v4/regime.md", "long": "assets/long-horizon/long-horizon.md",
            "endless": "assets/endless-band-v3/consequences.md"}
 
 # a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
@@ -578,7 +580,7 @@ RELATION_WORDS = re.compile(
     r"because|changes?|changed|changing|drives?|drove|driven|driving|leads?\s+to|led\s+to|due\s+to|"
     r"explains?|explained|results?\s+in|turns?\s+into)\b", re.I)
 REGISTERED_COMPARISONS: set = set()
-SOURCE_DESIGNS = {"band": "demo-band", "strong": "strong-band", "regime": "regime-v3"}   # a report's design
+SOURCE_DESIGNS = {"band": "demo-band", "strong": "strong-band", "regime": "regime-v3", "regime-v4": "regime-v4"}   # a report's design
 # "would have been seen" names the power it was computed at, in the same sentence
 SEEN = re.compile(r"would\s+have\s+been\s+seen")
 AT_POWER = re.compile(r"would\s+have\s+been\s+seen\s+at\s+80%\s+power")

@@ -13,7 +13,7 @@ ANCHORED = {
     "docs/stability-probe.md": None,
     "docs/toy-designs.md": "## Version 3: design `demo-band`",
     "docs/strong-coupling.md": None,
-    "docs/regime-design.md": "## The registered design's result",
+    "docs/regime-design.md": "## The registered designs' results",
 }
 
 README_TOY = ("README.md", "## What the toy shows")
