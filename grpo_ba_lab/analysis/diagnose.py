@@ -28,10 +28,10 @@ them are grpo_ba's (population std, eps 1e-6); --adv-scale overrides the file's 
 
 The report ends with a decision: where the run sits (its step-0 wrong/right length ratio,
 token's share on right answers, the length spread) against the ranges of the toy's registered
-designs (assets/*-v3), what each design whose ratio range covers the run found (its primary
-rows, each with its verdict: holds, contradicted, not detected with the detectable size), and
-a one-line recommendation whose scope is those toy worlds ("no registered design covers this
-range" outside all of them).
+designs (assets/*-v3, and regime-v4's two levels, a token - sequence design with no balanced runs),
+what each design whose ratio range covers the run found (its primary rows, each with its verdict:
+holds, contradicted, not detected with the detectable size), and a one-line recommendation
+whose scope is those toy worlds ("no registered design covers this range" outside all of them).
 
 Every number comes from grpo_ba's own functions, never from a formula typed twice:
 advantages from `group_advantages`, the per-sign gradient weights from `sign_weights`
@@ -429,16 +429,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BAND_REPORTS = (("strong-band-v3", "assets/strong-band-v3/consequences.md"),
                 ("endless-band-v3", "assets/endless-band-v3/consequences.md"),
                 ("demo-band-v3", "assets/demo-band-v3/consequences.md"))
-REGIME_REPORT = ("regime-v3", "assets/regime-v3/regime.md", "assets/regime-v3/runs.tar.gz")
-REGIME_LEVELS = ("none", "weak", "strong")
-V4_REPORT = "assets/regime-v4/regime.md"
 
 
-def not_cited(repo: str) -> str:
-    """What the block leaves out: regime-v4, with no report yet, or one this version does not read."""
-    if os.path.exists(os.path.join(repo, V4_REPORT)):
-        return f"regime-v4 ({V4_REPORT}) has a report, which this version of diagnose does not read"
-    return "regime-v4 (registrations/regime-v4.md) is registered and has no committed report: nothing of it is cited"
+class Regime(NamedTuple):
+    """A registered regime design: its report, its runs and its levels (each level a design here)."""
+    name: str                    # "regime-v3"
+    report: str                  # its regime.md: the seeds kept (first line), the level table, the rows
+    archives: str                # a glob of its runs' tar.gz files, {design}/s{SEED}-{variant}/{rule}/...
+    levels: tuple                # the levels its registration names, each a row of the report's level table
+
+
+REGIMES = (Regime("regime-v3", "assets/regime-v3/regime.md", "assets/regime-v3/runs.tar.gz",
+                  ("none", "weak", "strong")),
+           Regime("regime-v4", "assets/regime-v4/regime.md", "assets/regime-v4/archive/part-*.tar.gz",
+                  ("weak", "strong")))           # token and sequence only: no balanced - token row
+
 SHARE_COLUMN = "weight share on right answers, run mean"
 SCOPE = ("scope: the toy's worlds in those designs (a tiny model on toy arithmetic, last held-out accuracy), "
          "not your model or task")
@@ -527,43 +532,71 @@ def band_design(name: str, report: str, repo: str = REPO) -> Design:
     return Design(name, report, ratios, shares, spreads, _findings(rows, 2), manipulation)
 
 
-def regime_designs(repo: str = REPO) -> list[Design]:
-    """regime-v3's three levels, each a design: per-unit step-0 wrong/right, std/mean and token's
-    run-mean share from the runs archive (the token runs of the seeds the report names), the
-    primary rows that name the level."""
+def _regime_units(repo: str, regime: Regime, first: int, last: int) -> dict[str, list]:
+    """{design: [(step-0 wrong/right, token's run-mean share, step-0 std/mean)]}, one per unit (seed,
+    variant) of the seeds first-last, from the token runs in the design's archive(s). A unit found twice
+    (in two parts) is refused: it would count twice."""
+    import glob
     import re
     import tarfile
-    name, report, archive = REGIME_REPORT
-    with open(os.path.join(repo, report), encoding="utf-8") as f:
+    archives = sorted(glob.glob(os.path.join(repo, regime.archives)))
+    if not archives:
+        raise FileNotFoundError(f"{regime.name}: no runs archive {regime.archives}")
+    units: dict[tuple, tuple] = {}
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                parts = member.name.split("/")
+                if len(parts) != 4 or parts[2] != "token" or parts[3] != "metrics.jsonl":
+                    continue
+                if not first <= int(re.match(r"s(\d+)-", parts[1]).group(1)) <= last:
+                    continue
+                if (parts[0], parts[1]) in units:
+                    raise RolloutsError(f"{regime.name}: unit {parts[0]}/{parts[1]} is in its archive twice")
+                steps = [json.loads(text) for text in tar.extractfile(member).read().decode().splitlines()]
+                shares = [step["pos_share_token"] for step in steps if step.get("pos_share_token") is not None]
+                units[parts[0], parts[1]] = (steps[0]["wrong_over_right"], sum(shares) / len(shares),
+                                             steps[0]["std_over_mean"])
+    out: dict[str, list] = {}
+    for (design, _), values in sorted(units.items()):
+        out.setdefault(design, []).append(values)
+    return out
+
+
+def regime_designs(regime: Regime, repo: str = REPO) -> list[Design]:
+    """A regime design's levels, each a design: per-unit step-0 wrong/right, std/mean and token's
+    run-mean share from its runs archive (the token runs of the seeds the report names), the
+    manipulation check from the report's level table, the primary rows that name the level."""
+    import re
+    with open(os.path.join(repo, regime.report), encoding="utf-8") as f:
         lines = f.read().splitlines()
-    first, last = map(int, re.search(r"\((\d+)-(\d+):", lines[0]).groups())    # the seeds the report kept
+    seeds = re.search(r"seeds \((\d+)-(\d+)[:)]", lines[0] if lines else "")   # "(1400-1408: ..." or "(1800-1848),"
+    if seeds is None:
+        raise RolloutsError(f"{regime.report}: its first line names no seeds (FIRST-LAST)")
+    first, last = map(int, seeds.groups())
     _, level_rows = _table(lines, "| level | design |")
-    checks = {row[0]: row[-1] for row in level_rows}
+    by_level = {row[0]: row for row in level_rows}
+    missing = [level for level in regime.levels if level not in by_level]
+    if missing:
+        raise RolloutsError(f"{regime.report}: no level row for {', '.join(missing)}")
     _, rows = _table(lines, "| row | label |")
-    units: dict[str, list] = {}
-    with tarfile.open(os.path.join(repo, archive)) as tar:
-        for member in tar.getmembers():
-            parts = member.name.split("/")
-            if len(parts) != 4 or parts[2] != "token" or parts[3] != "metrics.jsonl":
-                continue
-            if not first <= int(re.match(r"s(\d+)-", parts[1]).group(1)) <= last:
-                continue
-            steps = [json.loads(text) for text in tar.extractfile(member).read().decode().splitlines()]
-            shares = [step["pos_share_token"] for step in steps if step.get("pos_share_token") is not None]
-            units.setdefault(parts[0], []).append((steps[0]["wrong_over_right"], sum(shares) / len(shares),
-                                                   steps[0]["std_over_mean"]))
+    units = _regime_units(repo, regime, first, last)
     out = []
-    for level in REGIME_LEVELS:
-        values = units.get(f"regime-{level}", [])
-        out.append(Design(f"{name} {level} (regime-{level})", f"{report}, {archive} (seeds {first}-{last})",
+    for level in regime.levels:
+        design = by_level[level][1]                       # the design's folder in the archive: regime-weak
+        values = units.get(design, [])
+        out.append(Design(f"{regime.name} {level} ({design})",
+                          f"{regime.report}, {regime.archives} (seeds {first}-{last})",
                           [v[0] for v in values], [v[1] for v in values], [v[2] for v in values],
-                          _findings(rows, 1, level), f"manipulation check: {checks.get(level, '?')}"))
+                          _findings(rows, 1, level), f"manipulation check: {by_level[level][-1]}"))
     return out
 
 
 def registered_designs(repo: str = REPO) -> list[Design]:
-    """The designs with registered results diagnose compares a run with, from their reports."""
-    return [band_design(name, report, repo) for name, report in BAND_REPORTS] + regime_designs(repo)
+    """The designs with registered results diagnose compares a run with, from their reports: the
+    bands, then each regime design's levels."""
+    return ([band_design(name, report, repo) for name, report in BAND_REPORTS]
+            + [design for regime in REGIMES for design in regime_designs(regime, repo)])
 
 
 def _span(values, spec=".2f") -> str:
@@ -609,7 +642,8 @@ def recommendation(designs: list[Design], ratio) -> str:
                 f"accuracy; {SCOPE}")
     if favour and not against and not silent:
         return ("recommendation: try balanced in place of token aggregation: balanced - token on last held-out "
-                "accuracy holds in every design covering your ratio (" + ", ".join(favour) + f"); {SCOPE}")
+                "accuracy holds in every design covering your ratio that has this row (" + ", ".join(favour)
+                + f"); {SCOPE}")
     if favour and not against:
         return ("recommendation: test balanced against token on your own task: balanced - token on last held-out "
                 "accuracy holds in " + ", ".join(favour) + "; " + "; ".join(silent) + " (separately registered "
@@ -641,14 +675,16 @@ def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple
                 "here, so this run is not placed against them"), {}
     run = placement(summary, steps)
     ratio = run["ratio"]
+    width = max([34] + [len(d.name) for d in designs])            # the names' column fits the longest
     lines = ["decision: this run against the toy's registered designs",
              f"  this run ({run['where']}): wrong/right (Lbar-/Lbar+) {_fmt(ratio)}, token's share on right answers "
              f"{_fmt(run['share'], '.3f')}, length std/mean {_fmt(run['spread'])}",
-             f"  {'design':<34s} {'units':>5s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
+             f"  {'design':<{width}s} {'units':>5s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
              f"{'std/mean':>9s}  {'balanced - token, last acc':<26s}  your ratio inside its units' range"]
     for d in designs:
-        lines.append(f"  {d.name:<34s} {len(d.ratios):>5d}  {_span(d.ratios):>18s}  {_span(d.shares, '.3f'):>22s}  "
-                     f"{_span(d.spreads):>9s}  {headline(d):<26s}  {'yes' if covers(d, ratio) else 'no'}")
+        lines.append(f"  {d.name:<{width}s} {len(d.ratios):>5d}  {_span(d.ratios):>18s}  "
+                     f"{_span(d.shares, '.3f'):>22s}  {_span(d.spreads):>9s}  {headline(d):<26s}  "
+                     f"{'yes' if covers(d, ratio) else 'no'}")
     lines.append("  (a unit: one seed on one machine variant, its rules from one warm-up; the verdict column: not "
                  "detected (>= d) means a difference of d or more would have been seen at 80% power)")
     lines.append("  (a design's verdict is its average over units whose step-0 ratios span its range, not a "
@@ -661,7 +697,6 @@ def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple
             lines.append(f"    {d.name}: no primary row at this level")
         for f in d.findings:
             lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}")
-    lines.append(f"  not cited: {not_cited(repo)}")
     rec = recommendation(designs, ratio)
     lines.append(rec)
     numbers = {"placed_on": run["where"], "covering_designs": [d.name for d in covering],

@@ -264,20 +264,75 @@ def test_lengths_of_responses_without_tokens_are_not_in_the_mean_lengths(tmp_pat
 # ---- the registered designs, read from their reports
 
 
-def test_the_regime_levels_read_from_the_archive_give_the_reports_level_row():
-    """regime-v3's per-unit step-0 values come from its runs archive (the seeds its report kept):
+@pytest.mark.parametrize("regime, units", [(diagnose.REGIMES[0], 18),      # 9 seeds x 2 variants
+                                            (diagnose.REGIMES[1], 98)])     # 49 seeds x 2 variants
+def test_the_regime_levels_read_from_the_archive_give_the_reports_level_row(regime, units):
+    """A regime design's per-unit step-0 values come from its runs archive (the seeds its report kept):
     their means are the report's level row, computed here from the report's own table."""
     import os
     designs = {d.name: d for d in diagnose.registered_designs()}
-    with open(os.path.join(diagnose.REPO, diagnose.REGIME_REPORT[1])) as f:
+    with open(os.path.join(diagnose.REPO, regime.report)) as f:
         lines = f.read().splitlines()
     _, rows = diagnose._table(lines, "| level | design |")
-    assert [row[0] for row in rows] == list(diagnose.REGIME_LEVELS)
+    assert [row[0] for row in rows] == list(regime.levels)
     for row in rows:
-        design = designs[f"regime-v3 {row[0]} (regime-{row[0]})"]
-        assert len(design.ratios) == 18                                   # 9 seeds x 2 variants
+        design = designs[f"{regime.name} {row[0]} ({row[1]})"]
+        assert len(design.ratios) == len(design.shares) == len(design.spreads) == units
         assert f"{statistics.fmean(design.ratios):.2f}" == row[4].split()[0]
         assert f"{statistics.fmean(design.shares):.3f}" == row[5]
+        assert design.manipulation == f"manipulation check: {row[-1]}"
+
+
+def regime_v4_token_runs():
+    """{design: sorted step-0 wrong_over_right of every token run} in regime-v4's archive parts, read here
+    with tarfile, and the (seed, variant) units found."""
+    import glob
+    import tarfile
+    ratios, units = {}, set()
+    for part in sorted(glob.glob(f"{diagnose.REPO}/assets/regime-v4/archive/part-*.tar.gz")):
+        with tarfile.open(part) as tar:
+            for member in tar.getmembers():
+                design, unit, rule, name = member.name.split("/")
+                if rule == "token" and name == "metrics.jsonl":
+                    first = json.loads(tar.extractfile(member).readline())
+                    ratios.setdefault(design, []).append(first["wrong_over_right"])
+                    units.add((design, unit))
+    return {design: sorted(values) for design, values in ratios.items()}, units
+
+
+def test_regime_v4s_two_levels_are_read_with_every_seed_on_both_variants_from_the_token_runs():
+    designs = {d.name: d for d in diagnose.registered_designs()}
+    v4 = [name for name in designs if name.startswith("regime-v4")]
+    assert v4 == ["regime-v4 weak (regime-v4-weak)", "regime-v4 strong (regime-v4-strong)"]
+    ratios, units = regime_v4_token_runs()
+    seeds = {int(unit.split("-")[0][1:]) for _, unit in units}
+    variants = {unit.split("-", 1)[1] for _, unit in units}
+    assert seeds == set(range(1800, 1849)) and variants == {"avx2-1t", "default-1t"}
+    for level in ("weak", "strong"):
+        design = designs[f"regime-v4 {level} (regime-v4-{level})"]
+        assert len(design.ratios) == 98 == 49 * len(variants)
+        assert sorted(design.ratios) == ratios[f"regime-v4-{level}"]       # the archive's token runs, each once
+        assert "(seeds 1800-1848)" in design.source
+        assert diagnose.headline(design) == "no such primary row"           # no balanced runs
+
+
+def test_a_run_inside_regime_v4_strongs_range_lists_the_interaction_with_the_reports_verdict_and_interval(
+        tmp_path, capsys):
+    import os
+    with open(os.path.join(diagnose.REPO, diagnose.REGIMES[1].report)) as f:
+        _, rows = diagnose._table(f.read().splitlines(), "| row | label |")
+    primaries = [row for row in rows if row[1] == "primary"]
+    assert len(primaries) == 1 and " at strong" in primaries[0][0] and " at weak" in primaries[0][0]
+    row = primaries[0]
+    strong = next(d for d in diagnose.registered_designs() if d.name == "regime-v4 strong (regime-v4-strong)")
+    weak = next(d for d in diagnose.registered_designs() if d.name == "regime-v4 weak (regime-v4-weak)")
+    ratio = max(strong.ratios) - 0.05                                      # inside strong's range, above weak's
+    assert min(strong.ratios) < ratio and ratio > max(weak.ratios)
+    block = decision_of(tmp_path, capsys, rollouts_at(ratio))
+    assert f"    {strong.name}: {row[0]}: {row[-1]}; pooled {row[3]}" in block.splitlines()
+    assert f"{weak.name}:" not in block                                     # weak does not cover it
+    table_row = next(line for line in block.splitlines() if line.strip().startswith(strong.name))
+    assert table_row.split()[3] == "98" and diagnose.headline(strong) in table_row and table_row.endswith(" yes")
 
 
 def test_each_band_design_has_one_step0_ratio_and_one_token_share_per_run():
@@ -303,9 +358,11 @@ def decision_of(tmp_path, capsys, lines):
     return block
 
 
-@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize("index", range(8))      # 3 bands, regime-v3's 3 levels, regime-v4's 2
 def test_a_run_inside_a_designs_range_is_placed_there_with_the_designs_verdicts(tmp_path, capsys, index):
-    design = diagnose.registered_designs()[index]
+    designs = diagnose.registered_designs()
+    assert len(designs) == 8
+    design = designs[index]
     middle = (min(design.ratios) + max(design.ratios)) / 2
     block = decision_of(tmp_path, capsys, rollouts_at(middle))
     table_row = next(line for line in block.splitlines() if line.strip().startswith(design.name))
@@ -323,16 +380,16 @@ def test_a_run_outside_every_designs_range_gets_no_registered_design_covers_this
     designs = diagnose.registered_designs()
     low, high = min(min(d.ratios) for d in designs), max(max(d.ratios) for d in designs)
     block = decision_of(tmp_path, capsys, rollouts_at(low * 0.8 if side == "below" else high * 1.2))
-    assert all(line.endswith(" no") for line in block.splitlines() if line.strip().startswith(("strong", "endless",
-                                                                                             "demo", "regime-v3")))
+    table = [line for line in block.splitlines() if line.strip().startswith(tuple(d.name for d in designs))]
+    assert len(table) == len(designs) and all(line.endswith(" no") for line in table)
     assert block.splitlines()[-1].startswith("recommendation: no registered design covers this range")
 
 
-def test_the_decision_cites_no_result_of_regime_v4_and_uses_only_the_three_verdict_words(tmp_path, capsys):
+def test_the_decision_uses_only_the_three_verdict_words_and_cites_every_design_it_reads(tmp_path, capsys):
     block = decision_of(tmp_path, capsys, rollouts_at(2.0))
-    assert [line for line in block.splitlines() if "regime-v4" in line] == [
-        f"  not cited: {diagnose.not_cited(diagnose.REPO)}"]
-    assert "no committed report" in diagnose.not_cited(str(tmp_path))           # no assets/regime-v4 there
+    assert "not cited" not in block and "does not read" not in block
+    for design in diagnose.registered_designs():
+        assert any(line.strip().startswith(design.name) for line in block.splitlines()), design.name
     verdicts = [line.split(": ")[2].split(";")[0] for line in block.splitlines() if line.startswith("    ")]
     assert verdicts and all(v.split(" (")[0] in ("holds", "contradicted", "not detected") for v in verdicts)
 
@@ -352,17 +409,34 @@ def test_without_the_registered_reports_the_decision_says_so_in_one_line(tmp_pat
     assert "\n" not in block and "are not here" in block and numbers == {}
 
 
-def test_once_regime_v4_has_a_report_the_decision_stops_saying_it_has_none(tmp_path):
-    assert "no committed report" in diagnose.not_cited(str(tmp_path))
-    (tmp_path / "assets" / "regime-v4").mkdir(parents=True)
-    (tmp_path / "assets" / "regime-v4" / "regime.md").write_text("a report\n")
-    assert "has a report, which this version of diagnose does not read" in diagnose.not_cited(str(tmp_path))
+def test_regime_reports_first_lines_give_their_seeds_and_a_line_without_them_is_refused(tmp_path):
+    import shutil
+    for regime, seeds in zip(diagnose.REGIMES, ("(seeds 1400-1408)", "(seeds 1800-1848)")):
+        assert all(seeds in d.source for d in diagnose.regime_designs(regime))
+    v4 = diagnose.REGIMES[1]
+    shutil.copytree(f"{diagnose.REPO}/assets/regime-v4", tmp_path / "assets" / "regime-v4")
+    report = tmp_path / v4.report
+    report.write_text("Regime design, version 4: all its seeds\n" + report.read_text().split("\n", 1)[1])
+    with pytest.raises(diagnose.RolloutsError, match="names no seeds"):
+        diagnose.regime_designs(v4, str(tmp_path))
 
 
 def _design(name, word, mean):
     verdict = word if word != "not detected" else "not detected (differences of 0.05 or more would have been seen)"
     finding = diagnose.Finding("balanced - token, last held-out acc", mean, f"{mean:+.3f} [..]", verdict, word)
     return diagnose.Design(name, "", [1.0, 3.0], [0.3], [0.5], [finding], "")
+
+
+def test_a_design_without_a_balanced_token_row_adds_no_vote_to_the_recommendation():
+    v4 = [d for d in diagnose.registered_designs() if d.name.startswith("regime-v4")]
+    assert v4 and all(not d.findings[0].row.startswith("balanced - token") for d in v4)
+    for others in ([_design("A", "holds", 0.05)], [_design("A", "holds", 0.05), _design("B", "not detected", 0.01)],
+                   [_design("B", "not detected", 0.01)], [_design("C", "holds", -0.03)]):
+        for ratio in (1.5, 2.0):                      # inside both v4 levels' ranges, or v4 strong's, and A's
+            assert sum(diagnose.covers(d, ratio) for d in v4) == (2 if ratio == 1.5 else 1)
+            assert diagnose.recommendation(others + v4, ratio) == diagnose.recommendation(others, ratio)
+    alone = diagnose.recommendation(v4, max(v4[1].ratios) - 0.05)
+    assert alone.startswith("recommendation: none from the toy") and v4[1].name in alone
 
 
 def test_a_not_detected_design_is_neither_a_disagreement_nor_a_reason_to_keep_a_rule():
