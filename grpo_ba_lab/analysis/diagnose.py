@@ -43,6 +43,7 @@ verl integrations' logged metrics, so a trainer's log and this report agree on o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -532,31 +533,42 @@ def band_design(name: str, report: str, repo: str = REPO) -> Design:
     return Design(name, report, ratios, shares, spreads, _findings(rows, 2), manipulation)
 
 
+@functools.lru_cache(maxsize=32)
+def _archive_token_units(archive: str, mtime_ns: int, size: int) -> tuple:
+    """((design, unit, step-0 wrong/right, token's run-mean share, step-0 std/mean), ...): the token
+    runs of one archive, read once per file version (mtime and size are the cache key's part)."""
+    import tarfile
+    found = []
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            parts = member.name.split("/")
+            if len(parts) != 4 or parts[2] != "token" or parts[3] != "metrics.jsonl":
+                continue
+            steps = [json.loads(text) for text in tar.extractfile(member).read().decode().splitlines()]
+            shares = [step["pos_share_token"] for step in steps if step.get("pos_share_token") is not None]
+            found.append((parts[0], parts[1], steps[0]["wrong_over_right"], sum(shares) / len(shares),
+                          steps[0]["std_over_mean"]))
+    return tuple(found)
+
+
 def _regime_units(repo: str, regime: Regime, first: int, last: int) -> dict[str, list]:
     """{design: [(step-0 wrong/right, token's run-mean share, step-0 std/mean)]}, one per unit (seed,
     variant) of the seeds first-last, from the token runs in the design's archive(s). A unit found twice
     (in two parts) is refused: it would count twice."""
     import glob
     import re
-    import tarfile
     archives = sorted(glob.glob(os.path.join(repo, regime.archives)))
     if not archives:
         raise FileNotFoundError(f"{regime.name}: no runs archive {regime.archives}")
     units: dict[tuple, tuple] = {}
     for archive in archives:
-        with tarfile.open(archive) as tar:
-            for member in tar.getmembers():
-                parts = member.name.split("/")
-                if len(parts) != 4 or parts[2] != "token" or parts[3] != "metrics.jsonl":
-                    continue
-                if not first <= int(re.match(r"s(\d+)-", parts[1]).group(1)) <= last:
-                    continue
-                if (parts[0], parts[1]) in units:
-                    raise RolloutsError(f"{regime.name}: unit {parts[0]}/{parts[1]} is in its archive twice")
-                steps = [json.loads(text) for text in tar.extractfile(member).read().decode().splitlines()]
-                shares = [step["pos_share_token"] for step in steps if step.get("pos_share_token") is not None]
-                units[parts[0], parts[1]] = (steps[0]["wrong_over_right"], sum(shares) / len(shares),
-                                             steps[0]["std_over_mean"])
+        stat = os.stat(archive)
+        for design, unit, *values in _archive_token_units(archive, stat.st_mtime_ns, stat.st_size):
+            if not first <= int(re.match(r"s(\d+)-", unit).group(1)) <= last:
+                continue
+            if (design, unit) in units:
+                raise RolloutsError(f"{regime.name}: unit {design}/{unit} is in its archive twice")
+            units[design, unit] = tuple(values)
     out: dict[str, list] = {}
     for (design, _), values in sorted(units.items()):
         out.setdefault(design, []).append(values)
