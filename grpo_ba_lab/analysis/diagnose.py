@@ -446,6 +446,7 @@ REGIMES = (Regime("regime-v3", "assets/regime-v3/regime.md", "assets/regime-v3/r
                   ("weak", "strong")))           # token and sequence only: no balanced - token row
 
 SHARE_COLUMN = "weight share on right answers, run mean"
+BETWEEN_LEVELS = " (a change between the design's two gaps, not a result at your ratio)"
 SCOPE = ("scope: the toy's worlds in those designs (a tiny model on toy arithmetic, last held-out accuracy), "
          "not your model or task")
 
@@ -708,7 +709,9 @@ def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple
         if not d.findings:
             lines.append(f"    {d.name}: no primary row at this level")
         for f in d.findings:
-            lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}")
+            # an interaction row compares two levels: it is not a result at the run's ratio
+            across = BETWEEN_LEVELS if " minus at " in f.row else ""
+            lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}{across}")
     rec = recommendation(designs, ratio)
     lines.append(rec)
     numbers = {"placed_on": run["where"], "covering_designs": [d.name for d in covering],

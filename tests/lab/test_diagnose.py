@@ -329,7 +329,9 @@ def test_a_run_inside_regime_v4_strongs_range_lists_the_interaction_with_the_rep
     ratio = max(strong.ratios) - 0.05                                      # inside strong's range, above weak's
     assert min(strong.ratios) < ratio and ratio > max(weak.ratios)
     block = decision_of(tmp_path, capsys, rollouts_at(ratio))
-    assert f"    {strong.name}: {row[0]}: {row[-1]}; pooled {row[3]}" in block.splitlines()
+    # the interaction compares the two gaps: the line says it is no result at the run's ratio
+    assert (f"    {strong.name}: {row[0]}: {row[-1]}; pooled {row[3]} (a change between the design's two gaps, "
+            "not a result at your ratio)") in block.splitlines()
     assert f"{weak.name}:" not in block                                     # weak does not cover it
     table_row = next(line for line in block.splitlines() if line.strip().startswith(strong.name))
     assert table_row.split()[3] == "98" and diagnose.headline(strong) in table_row and table_row.endswith(" yes")
