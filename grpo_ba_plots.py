@@ -203,7 +203,7 @@ class Progress(grpo_ba_run.RunLogger):
 
     def log(self, metrics: dict):
         if metrics.get("accuracy") is not None:
-            self.accuracy = f", accuracy {metrics['accuracy']:.3f}"
+            self.accuracy = f", accuracy at step {metrics['step']}: {metrics['accuracy']:.3f}"
         k = metrics["step"]                         # the final evaluation's: self.steps
         line = (f"      step {min(k + 1, self.steps)}/{self.steps}, "
                 f"{time.time() - self.started:.0f} s{self.accuracy}")

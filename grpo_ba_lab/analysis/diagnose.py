@@ -357,7 +357,7 @@ def format_report(path: str, s: dict) -> str:
         "regime",
         f"  mean length of positive-advantage responses  Lbar+       {_fmt(s['len_pos'], '8.1f')}",
         f"  mean length of negative-advantage responses  Lbar-       {_fmt(s['len_neg'], '8.1f')}",
-        f"  gap                                          Lbar-/Lbar+ {_fmt(s['neg_over_pos'], '8.2f')}",
+        f"  length ratio, negative over positive         Lbar-/Lbar+ {_fmt(s['neg_over_pos'], '8.2f')}",
         f"  length spread                                std/mean    {_fmt(s['std_over_mean'], '8.2f')}",
         "",
         "rule       share of gradient weight on positive responses   loss at ratio 1",

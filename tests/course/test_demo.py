@@ -110,10 +110,13 @@ def test_the_progress_line_writes_a_plain_line_every_ten_steps_and_the_last_wher
     thirty = io.StringIO()
     progress = grpo_ba_plots.Progress(30, thirty)
     for step in range(31):                                    # the 30th step's line is the final one's
-        progress.log({"step": step, "accuracy": 0.5} if step == 30 else {"step": step})
-    assert [line.split(",")[0] for line in thirty.getvalue().splitlines()] == ["step 10/30", "step 20/30", "step 30/30"]
-    assert "accuracy 0.500" in thirty.getvalue().splitlines()[-1]
-    assert terminal.getvalue().count("\r") == 4 and terminal.getvalue().endswith("accuracy 0.500\n")
+        progress.log({"step": step, "accuracy": step / 100} if step % 10 == 0 else {"step": step})
+    lines = thirty.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == ["step 10/30", "step 20/30", "step 30/30"]
+    # each line names the evaluation its accuracy comes from: step 10's is only measured after line 1
+    assert [line.split(", ", 2)[2] for line in lines] == [
+        "accuracy at step 0: 0.000", "accuracy at step 10: 0.100", "accuracy at step 30: 0.300"]
+    assert terminal.getvalue().count("\r") == 4 and terminal.getvalue().endswith("accuracy at step 0: 0.500\n")
     assert isinstance(progress, grpo_ba_run.RunLogger) and progress("a log line") is None
 
 
