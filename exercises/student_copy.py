@@ -22,7 +22,8 @@ reference in a copied page is then made true in the copy:
 - a file, folder or module the copy lacks, named in a page (a path such as
   `scripts/time_lab_plan.py`, a command such as `python -m grpo_ba_lab.train`), is marked
   "(in the course repository)" after its code span, or, on a command line, with a trailing
-  `# in the course repository` comment;
+  `# in the course repository` comment; once: not where its clause already says so, and never
+  what the student writes or a run writes (STUDENTS), though the instructor's checkout may hold it;
 - README.md's way to run the repository's whole test suite (the first paragraph of its "Run the
   tests" and the command after it) becomes what the copy can run: the checker, or pytest on the
   claims file.
@@ -67,7 +68,10 @@ COPY_TESTS = """This copy holds the course's claims about the five functions of 
 CLAIMS = os.path.join("tests", "course", "test_math_core.py")
 MARKDOWN_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 HTML_LINK = re.compile(r"<a href=\"([^\"]+)\">(.*?)</a>", re.S)
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "runs", ".ipynb_checkpoints")
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "runs", ".ipynb_checkpoints", "my_answers.py")
+# What the pages tell the student to write (exercises/README.md, docs/code-tour.md) and where a run
+# writes: never the course repository's, so never copied (IGNORE) nor marked as missing.
+STUDENTS = ("my_rules.py", "exercises/my_answers.py", "runs")
 
 
 def _local(target: str) -> str | None:
@@ -158,6 +162,12 @@ def _module_file(dotted: str, root: str) -> str | None:
     return found
 
 
+def in_course(path: str) -> bool:
+    """Whether `path` (from the root) is the course repository's: there, and not the student's."""
+    return (path.split(os.sep)[0] != ".." and os.path.exists(os.path.join(ROOT, path))
+            and not any(path == s or path.startswith(s + os.sep) for s in STUDENTS))
+
+
 def missing_references(line: str, page: str, out: str) -> list[tuple[int, int, str]]:
     """[(start, end, name)] of what `line` (of `page`) names that is in the course repository
     but not in the copy `out`: a path (from the root or the page's folder) or a module."""
@@ -168,7 +178,7 @@ def missing_references(line: str, page: str, out: str) -> list[tuple[int, int, s
             continue
         for where in (token, os.path.join(os.path.dirname(page), token)):
             where = os.path.normpath(where)
-            if where.split(os.sep)[0] in ("..", "runs") or not os.path.exists(os.path.join(ROOT, where)):
+            if not in_course(where):
                 continue
             if not os.path.exists(os.path.join(out, where)):
                 found.append((m.start(1), m.start(1) + len(token), where))
@@ -176,7 +186,7 @@ def missing_references(line: str, page: str, out: str) -> list[tuple[int, int, s
     for pattern in (RUN_MODULE, MODULE_LIKE):
         for m in pattern.finditer(line):
             module = _module_file(m.group(1), ROOT)
-            if module and not os.path.exists(os.path.join(out, module)):
+            if module and in_course(module) and not os.path.exists(os.path.join(out, module)):
                 found.append((m.start(1), m.end(1), m.group(1)))
     return sorted(set(found))
 
@@ -191,7 +201,8 @@ def mark_missing(text: str, page: str, out: str) -> str:
         body = line.rstrip("\n")
         if body.lstrip().startswith("```"):
             fenced = not fenced
-        misses = [(offset + a, offset + b) for a, b, _ in missing_references(body, page, out)]
+        misses = [(offset + a, offset + b) for a, b, _ in missing_references(body, page, out)
+                  if not re.search(ELSEWHERE + r"[^)]*$", body[:a])]   # its clause says so already
         misses = [(a, b) for a, b in misses if not any(s <= a < e for s, e in comments)]
         if misses and (fenced or (body.startswith("    ") and body.lstrip().startswith(COMMAND_WORDS))):
             if ELSEWHERE not in body:

@@ -3,9 +3,11 @@ needs for docs/lab-session.md, whole: grpo_ba.py as it is (the first hour runs o
 page and asset the README and the plan link to, no broken link, and exercises/math_core.py's
 stubs with the checker's claims in their docstrings; not the lab, its pages, nor the answers
 page. No page of the copy names a file or module the copy lacks without saying that it is in
-the course repository, and the README's test commands are the copy's own.
+the course repository, none says so twice, nor of what a student or a run writes (my_rules.py,
+runs/), and the README's test commands are the copy's own.
 `python -m exercises.check` fails on the copy's stubs and passes once the five are written."""
 import ast
+import filecmp
 import functools
 import json
 import os
@@ -268,10 +270,77 @@ def test_marking_a_name_the_copy_lacks_leaves_what_it_holds(tmp_path):
     text = ("Run `python -m exercises.check` and `python -m grpo_ba_lab.train --design demo`;\n"
             "five `.ci/run`s, `scripts/time_lab_plan.py`, and docs/lab.md (in the course repository).\n"
             "    python -m grpo_ba_lab.analysis.sweep --design demo\n"
-            "    python -m exercises.check   # the stubs\n")
+            "    python -m exercises.check   # the stubs\n"
+            "own functions (in the course repository, `scripts/time_lab_plan.py` recomputes each one).\n")
     assert student_copy.mark_missing(text, "docs/page.md", str(tmp_path)) == (
         "Run `python -m exercises.check` and `python -m grpo_ba_lab.train --design demo` (in the course repository);\n"
         "five `.ci/run`s (in the course repository), `scripts/time_lab_plan.py` (in the course repository), "
         "and docs/lab.md (in the course repository).\n"
         "    python -m grpo_ba_lab.analysis.sweep --design demo   # in the course repository\n"
-        "    python -m exercises.check   # the stubs\n")
+        "    python -m exercises.check   # the stubs\n"
+        "own functions (in the course repository, `scripts/time_lab_plan.py` recomputes each one).\n")
+
+
+# ------------------------------------------------------------------ the student's work beside the course
+# An instructor who did the exercises in the course repository holds what the pages tell a student
+# to write (my_rules.py, exercises/my_answers.py) and what a run writes (runs/). The copy must not
+# say they are in the course repository: a student trial's copy marked my_rules.py so, and with it
+# a command that runs in the copy.
+
+STUDENTS_WORK = {"my_rules.py": "import grpo_ba\n", "exercises/my_answers.py": "from grpo_ba import *  # noqa\n",
+                 "runs/demo-capped_token_mean-s22/metrics.jsonl": "{}\n"}
+ELSEWHERE = "in the course repository"
+
+
+@pytest.fixture(scope="module")
+def copy_beside_students_work(tmp_path_factory):
+    """The copy written from a checkout holding STUDENTS_WORK beside the repository's files (linked)."""
+    root = tmp_path_factory.mktemp("checkout")
+    (root / "exercises").mkdir()
+    for name in os.listdir(REPO) + ["exercises/" + name for name in os.listdir(os.path.join(REPO, "exercises"))]:
+        if name not in ("exercises", "runs", ".git", *STUDENTS_WORK):
+            os.symlink(os.path.join(REPO, name), root / name)
+    for name, text in STUDENTS_WORK.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(student_copy, "ROOT", str(root))
+        return student_copy.write_copy(str(tmp_path_factory.mktemp("student") / "copy"))
+
+
+def pages_of(*copies):
+    return {(copy, page): read(copy, page) for copy in copies for page in copied_pages(copy)}
+
+
+def test_what_the_student_or_a_run_writes_is_never_marked_nor_copied(copy, copy_beside_students_work):
+    named = [line for text in pages_of(copy, copy_beside_students_work).values() for line in text.splitlines()
+             if "my_rules.py" in line or "my_answers.py" in line]
+    assert len(named) >= 10 and [line for line in named if ELSEWHERE in line] == []
+    files = {os.path.relpath(os.path.join(d, f), copy) for d, _, names in os.walk(copy) for f in names}
+    assert {os.path.relpath(os.path.join(d, f), copy_beside_students_work)
+            for d, _, names in os.walk(copy_beside_students_work) for f in names} == files
+    assert [f for f in sorted(files)                                    # runs/ named on a page too
+            if not filecmp.cmp(os.path.join(copy, f), os.path.join(copy_beside_students_work, f), shallow=False)] == []
+
+
+def names_the_copy_lacks(command, copy):
+    """What a command line names that the repository tracks and the copy lacks: the module it
+    runs, or a file or folder among its words (`my_rules.py:capped_token_mean`: my_rules.py)."""
+    files, folders = tracked()
+    words = [w.strip("'\"").split(":")[0].rstrip("/") for w in command.split()]
+    names = [module_path(w) for w in words] + [w for w in words if w in files or w in folders]
+    return [name for name in names if name and not os.path.exists(os.path.join(copy, name))]
+
+
+def test_a_command_is_marked_only_when_it_names_what_the_copy_lacks(copy, copy_beside_students_work):
+    marked = [(where, line) for where, text in pages_of(copy, copy_beside_students_work).items()
+              for line in text.splitlines() if re.match(r"\s*(\$ )?(python3?|pip|bash) ", line)
+              and line.rstrip().endswith((f"# {ELSEWHERE}", f"({ELSEWHERE})"))]
+    assert len(marked) >= 20
+    assert [(where, line) for where, line in marked if not names_the_copy_lacks(line, where[0])] == []
+
+
+def test_no_name_is_marked_twice_nor_inside_a_clause_that_already_says_where_it_is(copy, copy_beside_students_work):
+    twice = [(where, line) for where, text in pages_of(copy, copy_beside_students_work).items()
+             for line in text.splitlines() if re.search(f"{ELSEWHERE}[^)\n]*{ELSEWHERE}", line)]
+    assert twice == []
