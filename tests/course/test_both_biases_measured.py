@@ -64,7 +64,7 @@ def test_the_story_prints_each_bias_in_its_row_and_the_figure_draws_each_in_its_
     assert row.split()[-3:] == ["1.000", "0.590", "1.000"]
     text = " ".join(" ".join(lines).split())
     assert "share: the update's weight on right answers; 0.5 is unbiased. Token's share is expected below it here: sign-length coupling" in text
-    assert "Gaps in its panel: steps with no two right answers of different lengths" in text
+    assert "Gaps in its panel: steps with no two right answers of different lengths (n/a: all steps)" in text
     assert "1 is unbiased. Below it, sequence equal-weighting" in text
     assert "starts 0.50 of the responses with a slip" in text and "wrong/right length 4.00 at step 0" in text
     # a 3-step run's "last" window is its 3 steps, and the rows say so (the demo's 30 steps: last 10)
