@@ -418,13 +418,13 @@ def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None, lengths=Non
 
 def long_right_weight(mask, advantages, group_size, aggregator) -> float | None:
     """Sequence equal-weighting, measured (docs/method.md §3): in each group whose right answers
-    (A_i > 0) differ in length, the per-token weight of the longest over the shortest's, then
-    the mean over those groups. Sequence: L_short / L_long < 1; token, balanced: 1. None: none."""
+    (A_i > 0) differ in length, the shortest weighted, the longest's per-token weight over the
+    shortest's, then the mean. Sequence: L_short / L_long < 1; token, balanced: 1. None: none."""
     lengths = mask.sum(1)                                                           # L_i: (B,)
     per_token = token_weights(mask, advantages, group_size, aggregator).sum(1) / lengths.clamp(1)
     ratios = []
     for L, w, right in zip(*(x.view(-1, group_size) for x in (lengths, per_token, advantages > 0))):
-        if right.any() and L[right].max() > L[right].min():                    # (G,) each
+        if right.any() and L[right].max() > L[right].min() and w[right][L[right].argmin()] != 0:
             ratios.append(w[right][L[right].argmax()] / w[right][L[right].argmin()])
     return torch.stack(ratios).mean().item() if ratios else None
 

@@ -262,8 +262,8 @@ def story(runs: dict, args, figures) -> list[str]:
         ": sign-length coupling, token weighing all tokens alike, so the side writing more gets "
         "more.",
         "long/short: a group's longest right answer's weight per token over its shortest's; 1 is "
-        "unbiased. Below it, sequence equal-weighting: 1/L to each token of an L-token answer. "
-        "Gaps in its panel: steps with no two right answers of different lengths (n/a: all steps).",
+        "unbiased, under it sequence equal-weighting (1/L to each token of an L-token answer). "
+        "A gap in its panel, n/a for a whole run: no two weighted right answers of unequal length.",
         "pg-loss at ratio 1 (before the policy moves): 0 where the two signs' weights balance.",
         lengths + ".",
         f"accuracy: greedy, {args.eval_prompts} held-out prompts. One seed ranks no rule: it "

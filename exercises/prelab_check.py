@@ -240,9 +240,10 @@ def caches_note(train: bool = False, out=print) -> list[str]:
 
 def notebook_note() -> str:
     if importlib.util.find_spec("ipykernel") and importlib.util.find_spec("nbclient"):
-        return ("note  notebook: its kernel is installed (to work in it, an editor: VS Code's notebooks, or "
-                "pip install jupyterlab, then jupyter lab); check that it runs top to bottom: "
-                "jupyter execute exercises/balanced_aggregation_lab.ipynb")
+        editor = ("jupyter lab, from here" if importlib.util.find_spec("jupyterlab") else
+                  "VS Code's notebooks, or pip install jupyterlab, then jupyter lab")
+        return (f"note  notebook: its kernel is installed (to work in it, an editor: {editor}); check that "
+                "it runs top to bottom: jupyter execute exercises/balanced_aggregation_lab.ipynb")
     return f"note  notebook: no Jupyter kernel ({INSTALL}); it is committed with its outputs, so it reads without running"
 
 

@@ -51,6 +51,19 @@ def test_the_measure_follows_the_rule_a_student_writes():
     assert ratio == pytest.approx(((3 / 9) ** 2 + (5 / 7) ** 2) / 2, rel=1e-6)
 
 
+def test_a_group_whose_short_right_answer_gets_no_weight_is_skipped_not_turned_into_nan():
+    """A capped rule (the course's own example) can zero a right answer's gradient: that group
+    has no ratio, and the other groups' ratios still count."""
+    def short_ones_silenced(per_token_loss, mask, advantages, group_size):  # answers under 5 tokens: 0
+        lengths = mask.sum(1)
+        sums = (per_token_loss * mask).sum(1) * (lengths >= 5)
+        return (sums / lengths.clamp(min=1)).view(-1, group_size).mean(dim=1).mean()
+    mask = grpo_ba.mask_from_lengths(torch.tensor(LENGTHS))
+    advantages = grpo_ba.group_advantages(REWARDS, G)
+    ratio = grpo_ba.long_right_weight(mask, advantages, G, short_ones_silenced)
+    assert ratio == pytest.approx(5 / 7, rel=1e-6)          # the group of lengths 3 and 9 has no ratio
+
+
 def test_the_story_prints_each_bias_in_its_row_and_the_figure_draws_each_in_its_panel(tmp_path):
     line = {"step": 0, "reward_mean": 0.5, "len_right": 5.0, "len_wrong": 20.0, "wrong_over_right": 4.0,
             "forced_frac": 0.5, "accuracy": 0.5, "pg_loss": 0.0, "entropy": 1.0}
@@ -64,8 +77,8 @@ def test_the_story_prints_each_bias_in_its_row_and_the_figure_draws_each_in_its_
     assert row.split()[-3:] == ["1.000", "0.590", "1.000"]
     text = " ".join(" ".join(lines).split())
     assert "share: the update's weight on right answers; 0.5 is unbiased. Token's share is expected below it here: sign-length coupling" in text
-    assert "Gaps in its panel: steps with no two right answers of different lengths (n/a: all steps)" in text
-    assert "1 is unbiased. Below it, sequence equal-weighting" in text
+    assert "A gap in its panel, n/a for a whole run: no two weighted right answers of unequal length" in text
+    assert "1 is unbiased, under it sequence equal-weighting" in text
     assert "starts 0.50 of the responses with a slip" in text and "wrong/right length 4.00 at step 0" in text
     # a 3-step run's "last" window is its 3 steps, and the rows say so (the demo's 30 steps: last 10)
     assert any(text.startswith("right-answer length, step 0 -> last 3 ") for text in lines)
