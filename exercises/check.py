@@ -116,15 +116,12 @@ def resolve_module(name: str, root: str = ROOT) -> str:
     a .py file in `root` as its dotted name (exercises/my_answers.py: exercises.my_answers)."""
     if name.endswith(".py"):
         path = os.path.relpath(os.path.abspath(name), root)
-        if not path.startswith(".."):
-            return path[:-3].replace(os.sep, ".")
-        return name
-    if os.path.exists(os.path.join(root, *name.split(".")) + ".py") or \
-            os.path.isdir(os.path.join(root, *name.split("."))):
-        return name                                      # a module of the course
-    if "." not in name and os.path.exists(os.path.join(root, "exercises", name + ".py")):
+        return name if path.startswith("..") else path[:-3].replace(os.sep, ".")
+    course = os.path.join(root, *name.split("."))           # a module of the course wins
+    if "." not in name and not (os.path.exists(course + ".py") or os.path.isdir(course)) \
+            and os.path.exists(os.path.join(root, "exercises", name + ".py")):
         return "exercises." + name
-    return name                                          # an installed module, or a clear import error
+    return name                                          # as given: importable, or a clear import error
 
 
 def main(argv=None) -> int:

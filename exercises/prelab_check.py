@@ -220,14 +220,14 @@ def caches_note(train: bool = False, out=print) -> list[str]:
     shipped nor cached is trained first (its progress goes to `out`)."""
     from toy_tasks import designs
     lines = []
-    for name, seed, session_threads in SESSION_WARMUPS:
+    for name, seed, threads in SESSION_WARMUPS:
         if designs.shipped_warmup(name, seed):
             lines.append(f"note  cache: design {name}, seed {seed}: shipped (checked above)")
             continue
-        path = session_warmup_path(name, seed, session_threads)
+        path = session_warmup_path(name, seed, threads)
         if train and not os.path.exists(os.path.join(path, "warmup.json")):
             started = time.time()
-            path = train_warmup(name, seed, session_threads, out)
+            path = train_warmup(name, seed, threads, out)
             lines.append(f"note  cache: design {name}, seed {seed}: trained now ({time.time() - started:.0f} s), "
                          f"cached in {path}")
         elif os.path.exists(os.path.join(path, "warmup.json")):

@@ -272,12 +272,13 @@ def report_text(runs: dict) -> str:
               "| row | label | seeds | pooled mean [95% interval] | "
               + " | ".join(f"{v}: own [95% interval]" for v in VARIANTS) + " | verdict |",
               "|---|---|---|---|" + "---|" * len(VARIANTS) + "---|"]
-    for r in rows(runs):
+    table = rows(runs)                     # the primary first
+    for r in table:
         t = r["test"]
         lines.append(f"| {r['what']} | {r['label']} | {t['n']} | {paired_stats._fmt_interval(t)} | "
                      + " | ".join(paired_stats._fmt_interval(t["variants"][v]) for v in VARIANTS)
                      + f" | {verdict_words(r)} |")
-    lines += ["", power_line(rows(runs)[0]["test"])]
+    lines += ["", power_line(table[0]["test"])]
     return "\n".join(lines + rule_means_table(runs, RULES)) + "\n"
 
 
@@ -340,8 +341,8 @@ def regime_figure(runs: dict, path: str):
 def primary_words(runs: dict) -> str:
     """One line for the figure: the primary's pooled interval and its verdict word."""
     r = rows(runs)[0]
-    gaps = " to ".join(f"gap {GAPS[level]}" for level in ("weak", "strong"))
-    return f"primary, the change from {gaps}: {paired_stats._fmt_interval(r['test'])} pooled, {r['verdict']}"
+    return (f"primary, the change from gap {GAPS['weak']} to gap {GAPS['strong']}: "
+            f"{paired_stats._fmt_interval(r['test'])} pooled, {r['verdict']}")
 
 
 def report(runs_dir: str, out: str, log=print) -> str:
