@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import textwrap
 from dataclasses import dataclass, field
 
 from grpo_ba_support import own_rule
@@ -26,6 +27,27 @@ def arg(default, help, section=None):  # noqa: A002
     return field(default=default, metadata={"help": help, "section": section})
 
 
+PRESETS = {
+    "qwen3-1.7b": dict(dtype="bfloat16", gradient_checkpointing=True, micro_batch_size=4,
+                       max_new_tokens=1024, lr=1e-6, group_size=8, prompts_per_step=8,
+                       inner_updates=1, eval_every=50, eval_prompts=64, model="Qwen/Qwen3-1.7B"),
+}
+# What each preset's GPU memory is known from, as --help says it: the committed log, not a hope.
+PRESET_MEMORY = {
+    "qwen3-1.7b": "peak 40.2 GiB in scripts/gpu_check.py's 2 steps (random weights, 8x8, 1000 new "
+                  "tokens, sampling with generate) on a 141 GB H200 (assets/gpu-check-2026-12-04/); "
+                  "grpo_ba.py itself and 80 GB cards: unmeasured",
+}
+
+
+def preset_help(presets=PRESETS) -> str:
+    """--preset's help: what each preset sets, and what its memory is known from."""
+    return "; ".join(f"{name}: " + ", ".join(f"--{k.replace('_', '-')}" + f" {v}" * (v is not True)
+                                             for k, v in flags.items())
+                     + f"; memory: {PRESET_MEMORY.get(name, 'unmeasured')}"
+                     for name, flags in presets.items())
+
+
 @dataclass
 class Args:
     aggregator: str = arg("all", "the rule (docs/method.md §2); all: the demo, the three rules "
@@ -34,7 +56,10 @@ class Args:
     design: str = arg(designs.AUTO, "toy design: its world, warm-up and settings "
                                     "(toy_tasks/designs.py); auto: demo on the toy")
     steps: int = arg(100, "GRPO steps")
-    seed: int = arg(0, "seed of the RL run (sampling, prompt order)")
+    seed: int = arg(0, "seed of the RL run (sampling, prompt order); a seed whose warm-up is not "
+                       "shipped (the demo ships 22's) trains one first, cached: "
+                       f"{designs.warmup_steps(designs.DEMO)} supervised steps in the demo's "
+                       "world, which can take longer than the GRPO steps")
     output_dir: str = arg("", "where args.json, metrics.jsonl and checkpoint.pt go")
     resume: str = arg("", "continue the run in this directory (--steps may grow)")
     group_size: int = arg(8, "G: responses per prompt", section="GRPO (docs/method.md §1)")
@@ -53,8 +78,8 @@ class Args:
     eval_every: int = arg(10, "greedy held-out accuracy, then a checkpoint, every N steps",
                           section="evaluation and checkpoints")
     eval_prompts: int = arg(200, "held-out prompts per evaluation")
-    preset: str = arg("", "one-GPU settings as defaults: qwen3-1.7b (PRESETS in "
-                          "grpo_ba_support/args.py)",
+    preset: str = arg("", "one-GPU settings as defaults (PRESETS in grpo_ba_support/args.py); "
+                          + preset_help(),
                       section="a real model (docs/real-models-gpu.md)")
     model: str = arg("", "hub id or local directory (default: the toy model)")
     dataset: str = arg("", "prompts and answers: hub id or .jsonl/.json/.parquet")
@@ -62,13 +87,6 @@ class Args:
     threads: int = arg(0, "CPU threads (0: 2 for the toy, every core with --model)")
     dtype: str = arg("float32", "autocast dtype; weights and AdamW stay float32")
     gradient_checkpointing: bool = arg(False, "trade compute for memory in the backward pass")
-
-
-PRESETS = {
-    "qwen3-1.7b": dict(dtype="bfloat16", gradient_checkpointing=True, micro_batch_size=4,
-                       max_new_tokens=1024, lr=1e-6, group_size=8, prompts_per_step=8,
-                       inner_updates=1, eval_every=50, eval_prompts=64, model="Qwen/Qwen3-1.7B"),
-}
 
 
 class _Rules(tuple):
@@ -110,6 +128,11 @@ def run_command(prog: str, body, interrupted: str = "interrupted") -> int:
         return 2
 
 
+class _Formatter(argparse.HelpFormatter):
+    def _split_lines(self, text, width):          # a flag or a path never breaks at its hyphen
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):                       # one line, not usage + error
         raise UsageError(message)
@@ -129,8 +152,7 @@ def build_parser(cls=Args, prog="grpo_ba.py", description="", choices=CHOICES, e
                        f"{', '.join(changed)}.").strip()
     parser = _Parser(prog=prog, description=description, epilog=epilog, allow_abbrev=False,
                      argument_default=argparse.SUPPRESS,
-                     formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=30,
-                                                                      width=100))
+                     formatter_class=lambda prog: _Formatter(prog, max_help_position=30, width=100))
     parser.add_argument("--config", metavar="FILE", help="settings from a JSON file (a run's "
                         "args.json works); typed flags win")
     group = parser
@@ -138,7 +160,8 @@ def build_parser(cls=Args, prog="grpo_ba.py", description="", choices=CHOICES, e
         if f.metadata.get("section"):
             group = parser.add_argument_group(f.metadata["section"])
         flag, text = "--" + f.name.replace("_", "-"), f.metadata["help"]
-        shown = f" (default: {run[f.name]})" if run[f.name] not in ("", False, ()) else ""
+        value = run[f.name]             # 0 and 0.0 are shown: `0.0 in (False,)` would hide them
+        shown = f" (default: {value})" if value is not False and value not in ("", ()) else ""
         if f.type in ("bool", bool):
             group.add_argument(flag, action=argparse.BooleanOptionalAction, help=text)
         elif f.type in ("tuple", tuple):
@@ -188,6 +211,8 @@ def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=
     if typed.get("resume"):
         return cls(**grpo_ba_run.resumed_args(typed["resume"], typed, defaults, machine_flags))
     chosen = {**defaults, **config, **typed}           # which preset and design are asked for
+    if chosen["preset"] and chosen["preset"] not in presets:
+        raise UsageError(f"unknown --preset {chosen['preset']!r}; the presets: {', '.join(presets)}")
     preset = presets.get(chosen["preset"], {})
     design = auto_design(chosen) if chosen["design"] == designs.AUTO else chosen["design"]
     from_design = {k: v for k, v in designs.design_flags(design).items() if k in defaults}
@@ -203,6 +228,8 @@ def check_args(args):
                  "eval_every"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.threads < 0:
+        raise UsageError(f"--threads must be 0 (auto) or more (got {args.threads})")
     batch = args.group_size * args.prompts_per_step
     if args.micro_batch_size and (args.micro_batch_size < 0 or batch % args.micro_batch_size):
         raise UsageError(f"--micro-batch-size {args.micro_batch_size} does not divide "

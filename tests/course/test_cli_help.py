@@ -4,6 +4,7 @@ config file, typed flags) applied once, in that order. The lab's commands add th
 import argparse
 import contextlib
 import dataclasses
+import glob
 import io
 import json
 import os
@@ -115,8 +116,9 @@ def test_help_shows_the_defaults_the_default_run_uses(help_text):
     assert {"--steps", "--seed", "--max-new-tokens", "--eval-prompts"} <= set(shown)
     assert shown.pop("--design") == "auto" and run.design == "demo"       # auto: the demo on the toy
     for flag, value in shown.items():
-        if getattr(run, flag[2:].replace("-", "_")) not in ("", False):  # "(default: the toy model)"
-            assert value == str(getattr(run, flag[2:].replace("-", "_"))), flag
+        default = getattr(run, flag[2:].replace("-", "_"))
+        if default != "":                                           # "(default: the toy model)"
+            assert value == str(default), flag
     assert (run.steps, run.max_new_tokens, run.eval_prompts) == (30, 48, 729)
     plain = grpo_ba_args.parse_args(["--design", "plain"])    # and says where the others start
     assert f"--steps {plain.steps}, --seed {plain.seed}, --max-new-tokens {plain.max_new_tokens}" in flat
@@ -126,6 +128,49 @@ def test_help_of_preset_names_presets_that_exist_where_they_are(help_text):
     text = flag_help(help_text)["--preset"]
     assert all(name in text for name in grpo_ba_args.PRESETS) and "grpo_ba_support/args.py" in text
     assert os.path.exists(os.path.join(REPO, "grpo_ba_support", "args.py")) and "grpo_ba_args." not in text
+
+
+def test_help_of_preset_says_what_it_sets_and_where_its_memory_was_measured(help_text):
+    text = flag_help(help_text)["--preset"]
+    for name, flags in grpo_ba_args.PRESETS.items():
+        for key, value in flags.items():
+            flag = "--" + key.replace("_", "-")
+            assert (flag if value is True else f"{flag} {value}") in text, (name, flag)
+        memory = grpo_ba_args.PRESET_MEMORY[name]
+        assert " ".join(memory.split()) in text
+        peak = re.search(r"peak (\d+\.\d GiB)", memory).group(1)       # a number its cited log printed
+        log = re.search(r"\((assets/[\w./-]+/)\)", memory).group(1)
+        logged = "".join(open(p).read() for p in sorted(glob.glob(os.path.join(REPO, log, "*.log"))))
+        assert f"peak memory {peak}" in logged and "batch 8x8" in logged and "NVIDIA H200" in logged
+        assert "80 GB cards: unmeasured" in memory                   # nothing ran on one (issue 74)
+
+
+def test_defaults_of_zero_are_shown(help_text):
+    text = flag_help(help_text)
+    for flag, shown in (("--beta", "0.0"), ("--clip-ratio-c", "0.0"), ("--micro-batch-size", "0"),
+                        ("--threads", "0")):
+        assert text[flag].endswith(f"(default: {shown})"), text[flag]
+
+
+def test_seed_help_says_a_seed_without_a_shipped_warm_up_trains_one_first(help_text):
+    from toy_tasks import designs
+    text = flag_help(help_text)["--seed"]
+    shipped = list(designs.DESIGNS["demo"]["shipped"])
+    assert f"ships {shipped[0]}'s" in text and "trains one first" in text
+    assert f"{designs.warmup_steps('demo')} supervised steps" in text and "longer than the GRPO steps" in text
+
+
+@pytest.mark.parametrize("argv, said", [(["--preset", "qwen3-7b"], "unknown --preset 'qwen3-7b'; the presets: "
+                                         + ", ".join(grpo_ba_args.PRESETS)),
+                                        (["--threads", "-2"], "--threads must be 0 (auto) or more (got -2)")])
+def test_an_unknown_preset_and_negative_threads_are_refused_in_one_line(argv, said, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert grpo_ba.main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"grpo_ba.py: error: {said}"]
+    assert os.listdir(tmp_path) == []                                       # refused before anything is written
+    config = tmp_path / "c.json"                                            # from a --config file too
+    config.write_text(json.dumps({argv[0][2:]: argv[1] if argv[0] == "--preset" else int(argv[1])}))
+    assert grpo_ba.main(["--config", str(config)]) == 2 and said in capsys.readouterr().err
 
 
 def test_help_names_the_lab_commands(help_text):
