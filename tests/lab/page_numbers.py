@@ -718,3 +718,105 @@ def stray_problems(text: str, name: str) -> list[str]:
             problems.append(f"{name} line {number}: stray text {line.strip()[:60]!r}")
         previous = line
     return problems
+
+
+# ------------------------------------------------------------------ selection: strong-band's world
+
+# strong-band's world (the coupling pilot's `gap30-force50`) was chosen after its pilot's
+# accuracies were seen (docs/strong-coupling.md, "How the world was chosen, as it happened").
+# strong-band, endless-band, regime-v3's and regime-v4's strong level (gap 30), the long-horizon
+# probe and the demo all run it, so they are one world, and wherever a page quotes a result of
+# that world, the same paragraph or table (or the paragraph that introduces the table) says how
+# the world was chosen, in these words.
+SELECTION_NOTE = re.compile(r"chosen\s+after\s+its\s+(?:exploratory\s+)?pilot's\s+accuracies\s+were\s+(?:seen|visible)", re.I)
+STRONG_WORLD_SOURCES = {"strong", "endless", "long"}      # reports of designs or probes run in that world
+LEVEL_SOURCES = {"regime", "regime-v4"}                   # reports whose `strong` level is that world
+RULE_PAIR = re.compile(r"\b(?:balanced|token|sequence) - (?:token|sequence|it|balanced)\b")
+STRONG_WORLD_WORDS = re.compile(r"(?<![\w/-])(?:strong-band|endless-band|regime-strong|regime-v4-strong)(?![\w-])"
+                                r"|\bgap[ -]30\b", re.I)
+
+
+def quotes_strong_world(reference: str) -> bool:
+    """Whether an anchor's reference reads a result (a pair of rules, or the long-horizon probe's
+    collapses and drops) of strong-band's world from its report."""
+    parts = [p.strip() for p in reference.split("|")]
+    if len(parts) < 3:
+        return False                                    # '- why' or '= expression'
+    source, row = parts[0], parts[1]
+    if source == "long":
+        return True
+    if source in STRONG_WORLD_SOURCES:
+        return bool(RULE_PAIR.search(row))
+    return source in LEVEL_SOURCES and bool(RULE_PAIR.search(row) or "minus" in row) and "strong" in row
+
+
+def paragraphs(text: str) -> list[tuple[int, int]]:
+    """[(start, end)] of the blocks of lines between blank lines (a table is one block)."""
+    blocks, start, at = [], None, 0
+    for line in text.split("\n"):
+        if line.strip() and start is None:
+            start = at
+        elif not line.strip() and start is not None:
+            blocks.append((start, at))
+            start = None
+        at += len(line) + 1
+    if start is not None:
+        blocks.append((start, len(text)))
+    return blocks
+
+
+def _table_quotes_strong_world(text: str, anchor) -> bool:
+    source = anchor.group("body").split("|")[0].strip()
+    if source in STRONG_WORLD_SOURCES:
+        return True
+    if source not in LEVEL_SOURCES:
+        return False
+    at, rows = anchor.end(), []
+    while text.startswith("\n", at):
+        at += 1
+    while text.startswith("|", at):
+        end = (text.find("\n", at) + 1) or len(text)
+        rows.append(text[at:end])
+        at = end
+    return any("strong" in _cells(row)[0] for row in rows[2:])
+
+
+def selection_flags(text: str) -> list[tuple[int, str, bool]]:
+    """[(paragraph index in `paragraphs(text)`, why, is a table)] of every paragraph or table
+    that quotes a result of strong-band's world: by an anchor that reads one, or by a sentence
+    naming that world's designs or gap 30 with a verdict word."""
+    blocks, flags = paragraphs(text), {}
+
+    def flag(offset, why, table=False):
+        k = next(k for k, (a, b) in enumerate(blocks) if a <= offset <= b)
+        flags.setdefault(k, (why, table))
+
+    for anchor in ANCHOR.finditer(text):
+        if anchor.group("table"):
+            if _table_quotes_strong_world(text, anchor):
+                flag(anchor.end() + 1, "a table quotes a result of strong-band's world", table=True)
+        elif any(quotes_strong_world(r) for r in anchor.group("body").split(";")):
+            flag(anchor.start(), "an anchor reads a result of strong-band's world")
+    for start, _, sentence in sentences(text):
+        if STRONG_WORLD_WORDS.search(sentence) and VERDICT_WORDS.search(sentence):
+            flag(start, f"a sentence gives a verdict in strong-band's world ({sentence[:60]!r})",
+                 table=sentence.startswith("|"))
+    return [(k, why, table) for k, (why, table) in sorted(flags.items())]
+
+
+def selection_disclosed(text: str, k: int, table: bool = False) -> bool:
+    """Whether paragraph k (or, for a table, the paragraph just before it) says, outside
+    comments and code, that the world was chosen after its pilot's accuracies were seen."""
+    plain, blocks = prose(text), paragraphs(text)
+    near = [k] + ([k - 1] if table and k else [])
+    return any(SELECTION_NOTE.search(plain[blocks[j][0]:blocks[j][1]]) for j in near)
+
+
+def selection_problems(text: str, name: str) -> list[str]:
+    """Paragraphs and tables of a page that quote a result of strong-band's world
+    (`selection_flags`) and do not say, in SELECTION_NOTE's words, that the world was chosen
+    after its pilot's accuracies were seen; a table may say it in the paragraph just before it."""
+    blocks = paragraphs(text)
+    return [f"{name} line {_line_of(text, blocks[k][0])}: {why}, and its paragraph does not say that the "
+            f"world was chosen after its pilot's accuracies were seen"
+            for k, why, table in selection_flags(text) if not selection_disclosed(text, k, table)]

@@ -199,3 +199,32 @@ def test_a_missing_path_without_its_correction_is_found(tmp_path):
     assert unresolved_paths(text, str(tmp_path)) == ["tests/gone.py"]
     corrected = text + "\n## Correction of the record, 2026-12-02\n\n`tests/gone.py` does not exist.\n"
     assert unresolved_paths(corrected, str(tmp_path)) == []
+
+
+# ------------------------------------------------------------------ strong-band's world, as it was chosen
+
+def undisclosed_selection(text: str) -> bool:
+    """Whether a registration names strong-band (its design, or its world under another design)
+    without saying that its world was chosen after its pilot's accuracies were seen
+    (docs/strong-coupling.md, "How the world was chosen, as it happened")."""
+    import page_numbers as pn
+    return "strong-band" in text and not pn.SELECTION_NOTE.search(text)
+
+
+def test_every_registration_naming_strong_bands_world_says_how_it_was_chosen():
+    named = []
+    for name in sorted(os.listdir(os.path.join(REPO, FOLDER))):
+        if name.endswith(".md"):
+            with open(os.path.join(REPO, FOLDER, name)) as f:
+                text = f.read()
+            named += ["strong-band" in text]
+            assert not undisclosed_selection(text), name
+    assert sum(named) >= 5          # strong-band, endless-band, regime-v3, regime-v4 and the README
+
+
+def test_a_registration_naming_strong_band_without_its_selection_is_found():
+    text = "# Registration: design `x`\n\nThe world of `strong-band`, gap 30.\n"
+    assert undisclosed_selection(text)
+    assert not undisclosed_selection(text + "\n## Note, 2026-12-07\n\nThat world was chosen after its\n"
+                                            "pilot's accuracies were seen.\n")
+    assert not undisclosed_selection("# Registration: design `demo-band`\n")
