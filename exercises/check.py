@@ -8,13 +8,17 @@
 
 The claims are the tests of tests/course/test_math_core.py tagged `@checks(function)`; this
 script runs them with pytest, with GRPO_BA_MATH_CORE naming the module under test, and
-prints per function "passed" or the claims that failed and why. Exit code 0 when every
-checked function passes, 1 while any fails, 2 for bad usage.
+prints per function "passed" or the claims that failed and why, each cause once, and where in
+the module under test it arose (never a line of grpo_ba.py, the solution). A function whose
+signature the claims cannot call is reported in one line, and its claims are not run. Exit
+code 0 when every checked function passes, 1 while any fails, 2 for bad usage. From inside
+exercises/ it runs too (exercises/exercises/ stands in for the package there).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import linecache
 import os
 import sys
@@ -28,7 +32,8 @@ STUBS, SOLUTION = "exercises.math_core", "grpo_ba"
 class ClaimCollector:
     """pytest plugin: keeps the claims about the wanted functions, records each outcome."""
 
-    def __init__(self, functions):
+    def __init__(self, functions, module_file=None):
+        self.module_file = module_file                       # the only file a reason may point into
         self.results = {name: [] for name in functions}     # function -> [(claim, passed, why)]
         self.functions_of = {}                               # test node id -> functions it checks
         self.outcome = {}                                    # test node id -> (passed, why)
@@ -51,7 +56,7 @@ class ClaimCollector:
         if report.nodeid not in self.functions_of:
             return
         if report.failed:
-            self.outcome[report.nodeid] = (False, _why(report))
+            self.outcome[report.nodeid] = (False, _why(report, self.module_file))
         elif report.when == "call" and report.nodeid not in self.outcome:
             self.outcome[report.nodeid] = (True, "")
 
@@ -63,26 +68,53 @@ class ClaimCollector:
                 self.results[name].append((claim, passed, why))
 
 
-def _why(report) -> str:
-    """One line that says what went wrong: the failed assertion's source line, or the
-    exception raised (and where, when it is not in the claims' file)."""
+def _why(report, module_file=None) -> str:
+    """One line that says what went wrong: the failed assertion's line of the claims, or the
+    exception raised and the deepest line of `module_file` (the module under test) it passed
+    through; a line of any other file, grpo_ba.py's solution above all, is never named."""
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is None:
         return str(report.longrepr).strip().splitlines()[-1][:200]
     message = next((line for line in crash.message.splitlines() if line.strip()), "failed")
-    if message.startswith(("assert", "AssertionError")):
+    if message.startswith(("assert", "AssertionError")) and os.path.abspath(crash.path) == CLAIMS:
         message = linecache.getline(crash.path, crash.lineno).strip() or message
-    elif os.path.abspath(crash.path) != CLAIMS:
-        where = os.path.relpath(crash.path, ROOT) if os.path.abspath(crash.path).startswith(ROOT) else os.path.basename(crash.path)
-        message += f"  ({where}:{crash.lineno})"
+    entries = getattr(getattr(report.longrepr, "reprtraceback", None), "reprentries", [])
+    places = [entry.reprfileloc for entry in entries if getattr(entry, "reprfileloc", None)]
+    mine = [loc for loc in places if module_file and os.path.abspath(loc.path) == module_file]
+    if mine and os.path.abspath(crash.path) != CLAIMS:
+        inside = module_file.startswith(os.path.join(ROOT, ""))
+        message += f"  ({os.path.relpath(module_file, ROOT) if inside else module_file}:{mine[-1].lineno})"
     return message[:200]
 
 
-def run_claims(module: str, functions=FUNCTIONS) -> dict:
+def plain_signature(function) -> str:
+    """`(a, b, scale='std')`: the parameters, without annotations."""
+    signature = inspect.signature(function)
+    return str(signature.replace(parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                                 return_annotation=signature.empty))
+
+
+def call_problem(module, name: str) -> str | None:
+    """Why the claims cannot call `module.name` as they call the stub's (the reference's
+    parameters: the required ones by position, the others by name), or None."""
+    function, reference = getattr(module, name, None), getattr(importlib.import_module(SOLUTION), name)
+    if not callable(function):
+        return f"missing: {module.__name__} has no function {name} (restore its stub, {STUBS}'s)"
+    wanted = inspect.signature(reference).parameters.values()
+    try:
+        inspect.signature(function).bind(*[p.name for p in wanted if p.default is p.empty],
+                                         **{p.name: p.default for p in wanted if p.default is not p.empty})
+    except (TypeError, ValueError) as err:
+        return (f"wrong signature: yours is {name}{plain_signature(function)}, the claims call "
+                f"{name}{plain_signature(reference)} ({err})")
+    return None
+
+
+def run_claims(module: str, functions=FUNCTIONS, module_file=None) -> dict:
     """{function: [(claim, passed, why)]} for the claims about `functions` in `module`."""
     import pytest
     os.environ["GRPO_BA_MATH_CORE"] = module
-    collector = ClaimCollector(functions)
+    collector = ClaimCollector(functions, module_file)
     exit_code = pytest.main(["-p", "no:cacheprovider", "-p", "no:terminal", "-W", "ignore", f"--rootdir={ROOT}", CLAIMS],
                             plugins=[collector])
     if exit_code not in (0, 1, 5):                 # 5: no claims collected, reported per function
@@ -91,9 +123,14 @@ def run_claims(module: str, functions=FUNCTIONS) -> dict:
 
 
 def report(results: dict) -> tuple[str, bool]:
-    """Per function: passed (n claims) or the failed claims with why. -> (text, all passed)."""
+    """Per function: passed (n claims), the failed claims with why, or (a str) why its claims did
+    not run. -> (text, all passed)."""
     lines, all_passed = [], True
     for name, claims in results.items():
+        if isinstance(claims, str):                  # not run: why the claims cannot call it
+            lines.append(f"{name:20s} {claims}")
+            all_passed = False
+            continue
         failed = [(claim, why) for claim, passed, why in claims if not passed]
         if not claims:
             lines.append(f"{name:20s} no claims found")
@@ -106,7 +143,11 @@ def report(results: dict) -> tuple[str, bool]:
         else:
             all_passed = False
             lines.append(f"{name:20s} FAILED {len(failed)} of {len(claims)} claims")
-            lines += [f"    {claim}: {why}" for claim, why in failed]
+            by_why = {}                                  # one cause, told once
+            for claim, why in failed:
+                by_why.setdefault(why, []).append(claim)
+            lines += [f"    {claims_[0]}: {why}" if len(claims_) == 1 else
+                      f"    {len(claims_)} claims ({claims_[0]}, ...): {why}" for why, claims_ in by_why.items()]
     return "\n".join(lines), all_passed
 
 
@@ -136,20 +177,41 @@ def main(argv=None) -> int:
     if unknown:
         print(f"exercises.check: error: unknown function {unknown[0]!r}; choose from {', '.join(FUNCTIONS)}", file=sys.stderr)
         return 2
+    if args.module.endswith(".py") and not os.path.exists(args.module):
+        print(f"exercises.check: error: no file {args.module} (looked for {os.path.abspath(args.module)}); "
+              f"copy exercises/math_core.py there, or name another file", file=sys.stderr)
+        return 2
+    if not os.path.exists(CLAIMS):
+        print(f"exercises.check: error: the claims file is missing (looked for {CLAIMS}); copy "
+              f"tests/course/test_math_core.py back from the course repository", file=sys.stderr)
+        return 2
     module = SOLUTION if args.solution else resolve_module(args.module)
     sys.path.insert(0, ROOT)
     try:
-        importlib.import_module(module)
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as err:          # the module itself, or a package it needs
+        looked = [os.path.join(ROOT, *module.split(".")) + ".py"]
+        looked += [os.path.join(ROOT, "exercises", module + ".py")] * ("." not in module)
+        if module.startswith(str(err.name)) and not any(map(os.path.exists, looked)):
+            print(f"cannot import {module}: no file {' or '.join(looked)}; copy exercises/math_core.py to "
+                  f"{os.path.relpath(looked[-1], ROOT)}, or name another file with --module")
+        else:
+            print(f"cannot import {module}: {err}; if the course installs it, install the course from {ROOT}: "
+                  f"pip install -r requirements.txt -c requirements/lock.txt")
+        return 1
     except Exception as err:                    # a student's syntax error is a failure, not a crash
         print(f"cannot import {module}: {type(err).__name__}: {err}")
         return 1
     print(f"checking {module} against the claims of tests/course/test_math_core.py")
+    wanted = args.functions or FUNCTIONS
+    uncallable = {name: call_problem(imported, name) for name in wanted}
     try:
-        results = run_claims(module, args.functions or FUNCTIONS)
+        results = run_claims(module, [name for name in wanted if not uncallable[name]],
+                             os.path.abspath(imported.__file__))
     except RuntimeError as err:
         print(f"exercises.check: error: {err}", file=sys.stderr)
         return 2
-    text, all_passed = report(results)
+    text, all_passed = report({name: uncallable[name] or results[name] for name in wanted})
     print(text)
     return 0 if all_passed else 1
 
