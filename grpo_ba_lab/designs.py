@@ -133,6 +133,36 @@ REGIME_V4_DESIGNS = {name: dict(flags=dict(REGIME_DESIGNS[REGIME_LEVELS[level]][
 DESIGNS.update(REGIME_V4_DESIGNS)             # registered: registrations/regime-v4.md
 
 
+# Designs described by a data file (registrations/NAME.json) whose worlds a registered rule
+# chose from step-0 quantities alone (grpo_ba_lab/analysis/world_choice.py): each level's flags
+# are the file's fixed flags and its chosen grid point, read from the committed worlds file, so
+# its levels exist once that file is committed (before the design's first GRPO run).
+DATA_DESIGNS = ("registrations/headline-v5.json",)
+
+
+def data_file_designs(path: str) -> dict:
+    """{level design: its DESIGNS entry} of a data-file design ({} before its worlds are chosen)."""
+    import json
+    import os
+    with open(os.path.join(REPO, path)) as f:
+        data = json.load(f)
+    worlds_file = os.path.join(REPO, data["worlds_file"])
+    if not os.path.exists(worlds_file):
+        return {}
+    with open(worlds_file) as f:
+        chosen = json.load(f)["levels"]
+    seeds = tuple(range(data["seeds"]["first"], data["seeds"]["first"] + data["seeds"]["count"]))
+    # any_cpu_model: its runs span sessions whose machines may differ; each run records its CPU
+    return {name: dict(flags={**data["flags"], **chosen[level]}, seeds={v: seeds for v in data["variants"]},
+                       rules=tuple(data["rules"]), version=int(data["name"].rsplit("-v", 1)[1]), lab=True,
+                       any_cpu_model=True, data_file=path)
+            for level, name in data["levels"].items() if level in chosen}
+
+
+for _path in DATA_DESIGNS:
+    DESIGNS.update(data_file_designs(_path))
+
+
 def registered_seeds(name: str) -> list[tuple[int, str]]:
     """[(seed, variant)] of a design, in the order the lab's sweep runs them."""
     return [(seed, variant) for variant, seeds in DESIGNS[name]["seeds"].items() for seed in seeds]

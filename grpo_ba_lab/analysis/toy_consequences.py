@@ -480,6 +480,13 @@ for _name in designs.REGIME_LEVELS.values():
 for _name in designs.REGIME_V4_LEVELS.values():
     REGISTRATIONS[_name] = dict(version=4, primaries=(), post_hoc=(), earlier={},
                                 file="registrations/regime-v4.md", earlier_name="the earlier value")
+# Designs read from a data file (registrations/NAME.json, grpo_ba_lab/analysis/registered_design.py
+# judges their rows across levels), whose worlds a registered rule chose: no level has its own rows.
+for _name, _design in designs.DESIGNS.items():
+    if _design.get("data_file"):
+        REGISTRATIONS[_name] = dict(version=_design["version"], primaries=(), post_hoc=(), earlier={},
+                                    file=_design["data_file"].replace(".json", ".md"),
+                                    earlier_name="the earlier value")
 # Whose earlier values a design's rows may exclude: this project's own, never the paper's.
 for _registration in REGISTRATIONS.values():
     _registration.setdefault("earlier_name", "this project's version-1 toy value")
