@@ -820,3 +820,52 @@ def selection_problems(text: str, name: str) -> list[str]:
     return [f"{name} line {_line_of(text, blocks[k][0])}: {why}, and its paragraph does not say that the "
             f"world was chosen after its pilot's accuracies were seen"
             for k, why, table in selection_flags(text) if not selection_disclosed(text, k, table)]
+
+
+# ------------------------------------------------------------------ GPU sentences: what ran, and what is owed
+
+# What a page says ran on a GPU is what a committed log shows (issue 74): no 80 GB card ran
+# anything, no engine's tokens were compared with `generate`'s on CUDA, `paged` sampled slower
+# than `generate` in the one H200 run, and tests/lab/test_gpu.py never passed on a GPU. A
+# sentence that says otherwise is a problem until a log under assets/gpu-check-*/ shows it.
+EIGHTY_GB = re.compile(r"\b80\s*GB\b")
+NOT_RUN = re.compile(r"\b(?:owed|not\s+(?:yet\s+)?(?:been\s+)?run|on\s+paper|never|nothing)\b|\bno\s+(?:GPU|80\s*GB)\b", re.I)
+SAME_TOKENS = re.compile(r"\bsame\s+tokens\b|\btokens\s+(?:are|equal)\s+`?generate`?'s|\bequal\s+`?generate`?'s", re.I)
+ENGINE = re.compile(r"`?\b(?:static|paged)\b`?|--rollout-engine|\bengines?\b")
+CPU_ONLY = re.compile(r"\bon\s+a\s+CPU\b|\bCPU\b.*\bonly\b|\bnot\s+(?:yet\s+)?(?:been\s+)?(?:checked|compared)\b|\bunchecked\b"
+                      r"|\bowed\b|\bnot\s+that\b", re.I | re.S)
+PASSED = re.compile(r"\b(\d+)\s+passed\b")
+
+
+def gpu_logs(root: str = REPO) -> str:
+    """Every committed GPU log's text (assets/gpu-check-*/*.log), joined."""
+    import glob
+    texts = []
+    for path in sorted(glob.glob(os.path.join(root, "assets", "gpu-check-*", "*.log"))):
+        with open(path) as f:
+            texts.append(f.read())
+    return "\n".join(texts)
+
+
+def gpu_claim_problems(text: str, name: str, logs: str | None = None) -> list[str]:
+    """Sentences of a page that say more about a GPU than was run: an 80 GB GPU without saying
+    none ran; an engine's tokens equal `generate`'s without saying that was checked on a CPU only;
+    `paged` faster without saying it was slower; tests/lab/test_gpu.py passing without a committed
+    log that shows that count passed."""
+    logs = gpu_logs() if logs is None else logs
+    problems = []
+    for start, _, sentence in sentences(text):
+        where = f"{name} line {_line_of(text, start)}"
+        if EIGHTY_GB.search(sentence) and not NOT_RUN.search(sentence):
+            problems.append(f"{where}: an 80 GB GPU without saying that none ran anything: {sentence[:100]!r}")
+        if SAME_TOKENS.search(sentence) and ENGINE.search(sentence) and not CPU_ONLY.search(sentence):
+            problems.append(f"{where}: an engine's tokens as generate's, not said to be checked on a CPU only: "
+                            f"{sentence[:100]!r}")
+        if re.search(r"\bpaged\b", sentence) and re.search(r"\bfaster\b", sentence) and "slower" not in sentence:
+            problems.append(f"{where}: paged said faster; in the committed H200 logs it was slower: {sentence[:100]!r}")
+        if "tests/lab/test_gpu.py" in sentence:
+            for count in PASSED.findall(sentence):
+                if not re.search(rf"\b{count} passed\b", logs):
+                    problems.append(f"{where}: tests/lab/test_gpu.py '{count} passed' with no committed GPU log "
+                                    f"showing it: {sentence[:100]!r}")
+    return problems

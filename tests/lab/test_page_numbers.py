@@ -291,3 +291,36 @@ def test_a_research_page_without_its_selection_notes_fails_at_each_paragraph_tha
     assert pn.selection_problems(stripped, page), page
     for k, _, table in flagged:                  # each paragraph that needs a note has its own, and loses it
         assert pn.selection_disclosed(text, k, table) and not pn.selection_disclosed(stripped, k, table)
+
+
+# ------------------------------------------------------------------ GPU sentences
+
+@pytest.mark.parametrize("page", SCOPE_PAGES)
+def test_no_sentence_says_more_ran_on_a_gpu_than_the_committed_logs_show(page):
+    assert pn.gpu_claim_problems(_text(page), page) == []
+
+
+GPU_PAGE = """# GPU
+
+The 7B preset is sized for one 80 GB GPU on paper; no 80 GB card has run it.
+`static` samples the same tokens as `generate`, checked on a CPU only.
+`paged` sampled 501 tokens/s, slower than `generate`. `tests/lab/test_gpu.py` has never passed.
+"""
+
+
+def test_the_gpu_checker_passes_sentences_that_say_what_ran():
+    assert pn.gpu_claim_problems(GPU_PAGE, "page", logs="") == []
+
+
+@pytest.mark.parametrize("change", [
+    ("on paper; no 80 GB card has run it.", "fits an 80 GB GPU with room to spare."),
+    ("as `generate`, checked on a CPU only.", "as `generate`, faster."),
+    ("slower than `generate`", "faster than `generate`"),
+    ("has never passed.", "on the same H200: 3 passed in 26.7 s."),
+])
+def test_the_gpu_checker_fails_a_sentence_that_says_more_than_ran(change):
+    changed = GPU_PAGE.replace(*change)
+    assert changed != GPU_PAGE
+    assert pn.gpu_claim_problems(changed, "page", logs=""), change
+    if "passed" in change[1]:         # a committed log that shows the count makes it true
+        assert pn.gpu_claim_problems(changed, "page", logs="tests/lab/test_gpu.py ..... 3 passed in 26.7s") == []
