@@ -12,7 +12,8 @@ against the one registered in toy_tasks/designs.py, then one greedy answer of th
 and that matplotlib can draw. Each line says `ok` or `FAIL` with what to do; the last line
 says whether the install is ready. Exit code 0 when every check passes, 1 otherwise.
 The notebook's line says how to run it (it is committed with its outputs, so it also reads
-without running).
+without running); the next says whether an editor to work in it is installed, or the one
+command that installs one.
 
 Then a note per warm-up the session loads (SESSION_WARMUPS): shipped, cached, or not cached
 yet. With --train-warm-ups it first trains and caches each one that is neither, printing the
@@ -30,6 +31,7 @@ import importlib
 import importlib.util
 import io
 import os
+import shutil
 import sys
 import time
 
@@ -240,11 +242,27 @@ def caches_note(train: bool = False, out=print) -> list[str]:
 
 def notebook_note() -> str:
     if importlib.util.find_spec("ipykernel") and importlib.util.find_spec("nbclient"):
-        editor = ("jupyter lab, from here" if importlib.util.find_spec("jupyterlab") else
-                  "VS Code's notebooks, or pip install jupyterlab, then jupyter lab")
-        return (f"note  notebook: its kernel is installed (to work in it, an editor: {editor}); check that "
-                "it runs top to bottom: jupyter execute exercises/balanced_aggregation_lab.ipynb")
+        return ("note  notebook: its kernel is installed; check that it runs top to bottom: "
+                "jupyter execute exercises/balanced_aggregation_lab.ipynb")
     return f"note  notebook: no Jupyter kernel ({INSTALL}); it is committed with its outputs, so it reads without running"
+
+
+EDITOR_INSTALL = "pip install jupyterlab"
+
+
+def editor_note() -> str:
+    """Whether an editor to work in the notebook is installed (minutes 0-40 are spent in it), and
+    else the one command that gets one: it needs the network, so before the session."""
+    if importlib.util.find_spec("jupyterlab"):
+        found = "JupyterLab is installed; open the notebook with `jupyter lab` from the course's root"
+    elif importlib.util.find_spec("notebook"):
+        found = "Jupyter Notebook is installed; open the notebook with `jupyter notebook` from the course's root"
+    elif shutil.which("code"):
+        found = "VS Code is installed (`code .`); its Jupyter extension opens the notebook with this kernel"
+    else:
+        return (f"note  notebook editor: none installed (no JupyterLab, Jupyter Notebook or VS Code); "
+                f"get one now, while there is network: {EDITOR_INSTALL}")
+    return f"note  notebook editor: {found}"
 
 
 def parse_args(argv=()) -> argparse.Namespace:
@@ -272,6 +290,7 @@ def main(argv=(), out=print) -> int:
     for line in caches_note(train=train, out=out) if "course imports" not in failed else []:
         out(line)
     out(notebook_note())
+    out(editor_note())
     seconds = time.time() - started
     if failed:
         out(f"NOT READY: {len(failed)} check(s) failed ({', '.join(failed)}); fix them and run "

@@ -1,6 +1,7 @@
 """A new machine installs what the tests were run with: requirements/lock.txt pins every
-package the requirements files name (within their ranges), the README's two commands
-install through it, and CI runs the README's test command, in a new virtual environment."""
+package the requirements files name (within their ranges), the README's commands install
+through it (after PyTorch's CPU-only build, a line to paste), and CI runs the README's test
+command, in a new virtual environment."""
 import glob
 import os
 import re
@@ -74,6 +75,25 @@ def test_readme_commands_install_through_the_lock():
         assert f"-c {LOCK}" in first_install, command
     named = set(re.findall(r"-r (\S+)", tests[0]))
     assert named == set(REQUIREMENT_FILES), f"the README's test command installs {sorted(named)}"
+
+
+CPU_TORCH_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+
+
+def test_the_readmes_first_command_installs_the_cpu_only_torch_as_a_line_to_paste():
+    """The first line works on a laptop with no local torch wheel: PyTorch's CPU index, at the lock's
+    version, whose +cpu build the lock's pin accepts (so the course's line keeps it). The pages
+    that say how to install give the same line; CI's test command never reaches that index."""
+    from packaging.specifiers import SpecifierSet
+    first = readme_commands()[0]
+    pin = lock_pins()[canonicalize_name("torch")]
+    assert first == f"pip install torch=={pin} {CPU_TORCH_INDEX}", first
+    assert SpecifierSet(f"=={pin}").contains(Version(f"{pin}+cpu"))
+    assert readme_commands()[1].endswith("python grpo_ba.py")              # then the course, then the demo
+    for page in ("docs/install.md", "docs/lab-session.md", "requirements.txt"):
+        assert first in read(page), page
+    test_command = [c for c in readme_commands() if c.endswith(TEST_COMMAND_TAIL)][0]
+    assert "download.pytorch.org" not in test_command and "download.pytorch.org" not in read(".ci/run")
 
 
 def test_ci_runs_the_readme_test_command_in_a_new_virtual_environment():

@@ -163,3 +163,25 @@ def test_training_the_warm_ups_caches_the_one_the_session_run_then_loads(tmp_pat
         torch.set_num_threads(threads)
     assert any(line.startswith("warm-up: loading cached policy from") for line in said), said
     assert len(trained) == 1
+
+
+@pytest.mark.parametrize("installed, said", [
+    ({"jupyterlab"}, "note  notebook editor: JupyterLab is installed; open the notebook with `jupyter lab`"),
+    ({"notebook"}, "note  notebook editor: Jupyter Notebook is installed; open the notebook with `jupyter notebook`"),
+    ({"code"}, "note  notebook editor: VS Code is installed (`code .`)"),
+    (set(), "note  notebook editor: none installed (no JupyterLab, Jupyter Notebook or VS Code); get one now, "
+            "while there is network: pip install jupyterlab")])
+def test_the_check_says_whether_a_notebook_editor_is_installed_and_the_one_command_to_get_one(installed, said,
+                                                                                           monkeypatch):
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
+        object() if name in installed else None) if name in ("jupyterlab", "notebook") else find_spec(name, *a))
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/code" if name in installed else None)
+    monkeypatch.setattr(prelab_check, "CHECKS", [])                    # the notes alone, in seconds
+    monkeypatch.setattr(prelab_check, "caches_note", lambda train, out: [])
+    code, _, lines = run_in_process()
+    assert code == 0 and lines[-2].startswith(said) and lines[-1].startswith("READY")
+    with open(os.path.join(ROOT, "docs", "lab-session.md"), encoding="utf-8") as f:
+        page = f.read()
+    assert prelab_check.EDITOR_INSTALL in page                          # the page gives the same command
