@@ -14,9 +14,22 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python grpo_ba.py --help                       # every flag (grpo_ba_support/args.py)
     python -m grpo_ba_plots runs/demo-s22          # redraw a run directory's figures
 
+One step, sampling to optimizer.step(), is grpo_step here; besides this file it reads
+grpo_ba_support/task.py (stop ids) and toy_tasks/arithmetic.py (forced starts, the reward).
 The lab (grpo_ba_lab/, docs/lab.md) builds on these functions, never the other way round.
-docs/method.md §7 lists this file's ten choices where GRPO implementations disagree; the code
-says "choice N" where it makes one, and a test in tests/ pins each.
+
+Where this file departs from the paper's GRPO or GRPO implementations disagree (the code says
+"choice N"; docs/method.md §7 has the long form, and a test in tests/ pins each):
+ 1. advantages divide by the population std (by G, not G - 1);
+ 2. a tied group's advantages are exactly 0;
+ 3. a masked position's ratio is 1 (zeroed before exp: never inf * 0);
+ 4. the loss mask holds every sampled token up to and with the first EOS, a sampled PAD too;
+ 5. each rule is applied per group, then averaged over the P groups (verl, TRL pool the batch);
+ 6. an empty response adds nothing, is on neither sign, and normalisers are clamped to 1;
+ 7. balanced for graded rewards weighs the signs by advantage mass (the project's form);
+ 8. the rule is called on whole groups; a micro-batch that splits one adds sum_it c_it l_it;
+ 9. no KL to a reference by default (beta = 0), as DAPO and Dr. GRPO;
+10. the dual clip (--clip-ratio-c) is off by default, as in TRL.
 """
 from __future__ import annotations
 
@@ -32,13 +45,13 @@ from dataclasses import dataclass
 import torch
 
 import grpo_ba_plots
-from grpo_ba_support import own_rule
-from grpo_ba_support import run as grpo_ba_run
-from grpo_ba_support import task as grpo_ba_setup
+import grpo_ba_support.run
+import grpo_ba_support.task
+from grpo_ba_support import coefficients, own_rule
 from grpo_ba_support.args import Args, UsageError, check_args, parse_args, run_command  # noqa: F401
+from grpo_ba_support.coefficients import aggregate_balanced_by_advantage_mass  # noqa: F401
 from grpo_ba_support.run import Run
 from toy_tasks import length_stats
-from verifier import verify
 
 # 1. Group-relative advantages (docs/method.md §1) =========================================
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
@@ -89,7 +102,8 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
                        ref_logp: torch.Tensor | None = None, beta: float = 0.0,
                        clip_ratio_c: float | None = None) -> torch.Tensor:
     """l_it = -min(rho_it * A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_it
-    rho_it = exp(logp_it - old_logp_it);  KL_it = k3 = exp(q) - q - 1 with q = ref_logp - logp.
+    rho_it = exp(logp_it - old_logp_it);  KL_it = k3 = exp(q) - q - 1 with q = ref_logp - logp,
+    off by default (beta = 0, choice 9).
     logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,) -> (B, T), 0 where mask is 0.
     Dual clip (docs/method.md §1, choice 10; verl's clip_ratio_c = c > 1, arXiv 1912.09729):
     for A_i < 0, l_it = min(l_it, -A_i c): a negative token whose ratio grew past c adds at
@@ -121,9 +135,9 @@ def _per_response_sums(per_token_loss, mask, group_size):
 
 
 def aggregate_token(per_token_loss, mask, advantages, group_size):
-    """J_tok = (1 / sum_i L_i) * sum_i sum_t l_it          (DAPO / Dr. GRPO token sums)
+    """J_tok = (1 / sum_i L_i) * sum_i sum_t l_it          (a token mean per group, as DAPO's)
 
-    Per-group token mean; verl's `token-mean` and TRL's `dapo` pool the batch (docs/method.md §5).
+    verl's `token-mean` and TRL's `dapo` take it over the whole batch (docs/method.md §5).
     Every token of the group weighs the same, so the side that writes more tokens
     gets more total weight (sign-length coupling, docs/method.md §3). Its trace: at rho = 1,
     l_it = -A_i and J_tok = -sum_i A_i L_i / sum_i L_i, not 0 unless lengths agree.
@@ -144,30 +158,20 @@ def aggregate_sequence(per_token_loss, mask, advantages, group_size):
     return per_group.mean()
 
 
+# Balanced Aggregation, the paper's form for binary rewards (docs/method.md §2):
+#   J_BA = (k/G) * (token mean of l over S+)  +  ((G-k)/G) * (token mean of l over S-)
 def aggregate_balanced(per_token_loss, mask, advantages, group_size):
-    """Balanced Aggregation (docs/method.md §2): a token mean inside each sign, sequence-count
-    weights between the signs. For binary rewards, k of G right (S+) and G - k wrong (S-):
-
-        J_BA = (k/G) * token-mean of l over S+  +  ((G-k)/G) * token-mean of l over S-
-
-    For graded rewards this project generalizes the counts to advantage mass (docs/method.md
-    §4, choice 7), the form computed here; with binary rewards it is the one above:
-
-        J_BA = sum_{s in +,-} (M_s / G) * (sum_{i in S_s} sum_t l_it) / (sum_{i in S_s} |A_i| L_i)
-        M_s  = sum_{i in S_s} |A_i|;   responses with A_i = 0 or L_i = 0 belong to neither side.
-    """
+    """A token mean inside each sign, sequence-count weights between the signs: k of G answers
+    right (S+, A_i > 0), G - k wrong (S-, A_i < 0); no tokens, neither side (choice 6). Graded
+    rewards: aggregate_balanced_by_advantage_mass (docs/method.md §4, choice 7), equal here."""
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
-    adv = advantages.to(token_sums.dtype).view(-1, group_size)                   # (P, G)
-    has_tokens = lengths > 0               # S+, S-: (2, P, G); choice 6: no tokens, neither side
-    sides = torch.stack([(adv > 0) & has_tokens, (adv < 0) & has_tokens]).to(token_sums.dtype)
-    mass = (adv.abs() * sides).sum(dim=2)                                        # M_s: (2, P)
-    numerator = (token_sums * sides).sum(dim=2)                                  # (2, P)
-    denominator = (adv.abs() * lengths * sides).sum(dim=2)                       # (2, P)
-    # An empty side, or one whose responses are all empty, contributes 0 (not 0/0).
-    safe = torch.where(denominator > 0, denominator, torch.ones_like(denominator))
-    per_side = torch.where(denominator > 0, mass / group_size * numerator / safe,
-                           torch.zeros_like(numerator))                          # (2, P)
-    return per_side.sum(dim=0).mean()
+    adv = advantages.view(-1, group_size)                                        # (P, G)
+    J = 0.0
+    for sign in (1, -1):                                                         # S+, then S-
+        side = ((adv * sign > 0) & (lengths > 0)).to(token_sums.dtype)           # (P, G)
+        token_mean = (token_sums * side).sum(dim=1) / (lengths * side).sum(dim=1).clamp(min=1)
+        J = J + side.sum(dim=1) / group_size * token_mean                        # k/G * mean
+    return J.mean()
 
 
 AGGREGATORS = {"token": aggregate_token, "sequence": aggregate_sequence,
@@ -178,23 +182,6 @@ def aggregator_function(aggregator):
     """A rule's name in AGGREGATORS, or your own: a function with their signature, or its
     FILE.py:FUNCTION (--aggregator my_rules.py:capped_token_mean; grpo_ba_support/own_rule.py)."""
     return AGGREGATORS[aggregator] if aggregator in AGGREGATORS else own_rule.function(aggregator)
-
-
-def grpo_loss(token_loss, mask, advantages, group_size, aggregator):
-    """J = rule(l, mask, A, G), the loss an update minimises: the paper's objective, where the
-    rule meets the loss (docs/method.md §2). grpo_update calls it on the token terms."""
-    return aggregator_function(aggregator)(token_loss, mask, advantages, group_size)
-
-
-def aggregation_coefficients(mask, advantages, group_size, aggregator):
-    """c_it = dJ/dl_it, shape (B, T): the weight each token term gets under a rule, J's
-    gradient at l = 0. For the three rules (linear in l) they depend only on the mask and the
-    advantages of whole groups, and J = sum_it c_it * l_it exactly."""
-    probe = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
-    with torch.enable_grad():
-        value = grpo_loss(probe, mask, advantages.float(), group_size, aggregator)
-        (coefficients,) = torch.autograd.grad(value, probe)
-    return coefficients * mask.to(coefficients.dtype)
 
 
 # 4. Rollout: sample G responses per prompt, mask them, score them =========================
@@ -221,7 +208,7 @@ def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor
 def autocast(args, device_type):
     """Compute in --dtype, keep weights and optimizer state in float32: bf16 weights
     would round away most updates at lr ~1e-6 (bf16 keeps 8 bits of mantissa)."""
-    dtype = grpo_ba_setup.DTYPES[args.dtype]
+    dtype = getattr(torch, args.dtype)                      # float32, bfloat16 or float16
     return torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
 
 
@@ -242,7 +229,8 @@ def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=
     temperature = args.temperature if temperature is None else temperature
     sampling = (dict(do_sample=False) if temperature == 0 else
                 dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0))
-    stop_ids = grpo_ba_setup.stop_token_ids(tokenizer, getattr(policy, "generation_config", None))
+    stop_ids = grpo_ba_support.task.stop_token_ids(tokenizer,
+                                                   getattr(policy, "generation_config", None))
     with autocast(args, policy.device.type):
         sequences = sample(policy, encoded, args.max_new_tokens, tokenizer.pad_token_id,
                            stop_ids, **sampling)
@@ -268,68 +256,58 @@ def token_logprobs(model, sequences, attention, n_response, temperature=1.0, wit
 
 
 # 5. The update: mu inner steps of the clipped objective, aggregated by the chosen rule ====
-def micro_batches(batch_size, micro_batch_size):
+def micro_batches(batch_size, micro_batch_size) -> list[slice]:
+    """The rows of each micro-batch (--micro-batch-size; 0: the whole batch at once)."""
     size = micro_batch_size or batch_size
     return [slice(i, i + size) for i in range(0, batch_size, size)]
 
 
-def loss_share(mask, advantages, group_size, aggregator, chunks):
-    """share(l, c): micro-batch c's exact share of J = rule(l, mask, A, G) (choice 8). Whole
-    groups (by default one micro-batch, the batch): the rule called on their token terms, times
-    their fraction B_c / B of the groups, as every rule is a mean over groups (choice 5). One
-    that splits a group (memory, at 7B): sum_it c_it * l_it with c = dJ/dl of whole groups, the
-    exact equivalent for a rule linear in l only; a rule that is not is refused in one line."""
-    B = mask.shape[0]                                                           # B = P * G
-    if all(c.start % group_size == 0 and (c.stop - c.start) % group_size == 0 for c in chunks):
-        return lambda l, c: grpo_loss(l, mask[c], advantages[c], group_size, aggregator) * (
-            1.0 if c.stop - c.start == B else (c.stop - c.start) / B)
-    coefficients = aggregation_coefficients(mask, advantages, group_size, aggregator)   # (B, T)
-    probe = torch.randn(mask.shape, generator=torch.Generator().manual_seed(0)).to(mask) * mask
-    called = grpo_loss(probe, mask, advantages.float(), group_size, aggregator)  # at a random l
-    if not torch.isclose(called, linear := (coefficients * probe).sum(), rtol=1e-4, atol=1e-6):
-        raise ValueError(f"micro-batches of {chunks[0].stop} rows split groups of {group_size}: "
-                         f"exact for a rule linear in l only, and this one is not (J {called:.4f}"
-                         f", sum c*l {linear:.4f}); use a multiple of {group_size}")
-    return lambda l, c: (coefficients[c] * l).sum()
-
-
 def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
-    """Advantages -> mu inner updates, each a step on J = rule(l, mask, A, G) of whole groups,
-    summed over micro-batches by loss_share (exact). pi_old is the first update's own
-    log-probs, detached (ratio exactly 1, one forward pass fewer). Non-finite loss or
-    gradients skip the optimizer step."""
+    """Advantages -> mu inner updates, each a step on J = rule(l, mask, A, G), the rule called
+    on whole groups: a micro-batch adds rule(...) on its groups times their share of the batch
+    (J is a mean over groups, choice 5). pi_old is the first update's own log-probs, detached
+    (ratio exactly 1, one forward pass fewer). Non-finite loss or gradients skip the step."""
     T, device = batch.response_mask.shape[1], batch.response_mask.device
     mask = batch.response_mask.float()                                              # (B, T)
     if getattr(args, "truncated", "keep") == "mask":   # the lab's DAPO overlong filter: a cut
         mask = mask * (~batch.truncated).to(mask)[:, None]    # response leaves the loss, not A
     advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
-    chunks = micro_batches(mask.shape[0], args.micro_batch_size)
-    share = loss_share(mask, advantages, args.group_size, args.aggregator, chunks)
+    B, G, rule = mask.shape[0], args.group_size, aggregator_function(args.aggregator)
+    chunks = micro_batches(B, args.micro_batch_size)
+    # None, unless a micro-batch holds part of a group (memory): then its exact part (choice 8)
+    split = coefficients.loss_over_split_groups(rule, mask, advantages, G, chunks)
     ref_logp = None                                                         # log pi_ref: (B, T)
     if reference is not None:
         with torch.no_grad(), autocast(args, device.type):
-            ref_logp = torch.cat([token_logprobs(reference, batch.sequences[c], batch.attention[c],
-                                                 T, args.temperature)[0] for c in chunks])
+            ref_logp = torch.cat([token_logprobs(reference, batch.sequences[rows],
+                                                 batch.attention[rows], T, args.temperature)[0]
+                                  for rows in chunks])
     old_logp = torch.zeros_like(mask)                                       # set by update 0
     stats = dict(pg_loss=0.0, entropy=0.0, kl=0.0, clip_frac=0.0, grad_norm=0.0, skipped_updates=0)
     for inner in range(args.inner_updates):                                         # mu
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for c in chunks:
+        for rows in chunks:
             with autocast(args, device.type):                                       # forward only
-                logp, entropy = token_logprobs(policy, batch.sequences[c], batch.attention[c], T,
-                                               args.temperature, with_entropy=inner == 0)
+                logp, entropy = token_logprobs(policy, batch.sequences[rows],
+                                               batch.attention[rows], T, args.temperature,
+                                               with_entropy=inner == 0)
             if inner == 0:
-                old_logp[c] = logp.detach()                  # pi_old = pi_theta, before a step
-            ref = None if ref_logp is None else ref_logp[c]
-            token_loss = clipped_token_loss(logp, old_logp[c], advantages[c], mask[c], args.eps_low,
-                                            args.eps_high, ref, args.beta, args.clip_ratio_c)
-            loss = share(token_loss, c)       # the rule meets the loss: these rows' share of J
+                old_logp[rows] = logp.detach()               # pi_old = pi_theta, before a step
+            ref = None if ref_logp is None else ref_logp[rows]
+            token_loss = clipped_token_loss(logp, old_logp[rows], advantages[rows], mask[rows],
+                                            args.eps_low, args.eps_high, ref, args.beta,
+                                            args.clip_ratio_c)
+            share = (rows.stop - rows.start) / B           # these rows' fraction of the groups
+            # the rule meets the loss: J of these rows' groups, times their share of the batch
+            loss = (rule(token_loss, mask[rows], advantages[rows], G) * share if split is None
+                    else split(token_loss, rows))
             loss.backward()
             total += loss.item()
-            shares = update_statistics(loss, token_loss, share, c, logp, old_logp[c], ref, entropy,
-                                       advantages[c], mask[c], inner, args)
-            for key, value in shares.items():
+            micro_batch_stats = update_statistics(loss, token_loss, rule, share, split, rows, logp,
+                                                  old_logp[rows], ref, entropy, advantages[rows],
+                                                  mask[rows], inner, args)
+            for key, value in micro_batch_stats.items():
                 stats[key] += value
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
         if inner == 0:
@@ -344,18 +322,21 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
 
 
 @torch.no_grad()
-def update_statistics(loss, token_loss, share, c, logp, old_logp, ref_logp, entropy, advantages,
-                      mask, inner, args) -> dict:
-    """A micro-batch's share of what the update logs (docs/metrics.md), as token sums: at the
+def update_statistics(loss, token_loss, rule, share, split, rows, logp, old_logp, ref_logp,
+                      entropy, advantages, mask, inner, args) -> dict:
+    """A micro-batch's part of what the update logs (docs/metrics.md), as token sums: at the
     first inner update pg_loss = J of the token terms without beta * KL, and the entropy; at
     the last the k3 KL to pi_ref (beta > 0) or pi_old; the clipped fraction, mean over mu."""
     ratio = policy_ratio(logp, old_logp, mask)                                      # rho_it
     clipped = clipped_tokens(ratio, advantages, args.eps_low, args.eps_high, args.clip_ratio_c)
     kl = k3_kl(logp, old_logp if ref_logp is None else ref_logp) * mask
     first, last = inner == 0, inner == args.inner_updates - 1
-    with_kl = ref_logp is not None and args.beta != 0.0
-    pg = share(token_loss - args.beta * kl, c).item() if first and with_kl else loss.item()
-    return {"pg_loss": pg if first else 0.0,
+    pg = loss
+    if first and ref_logp is not None and args.beta != 0.0:      # J of the clipped terms alone
+        pg_terms = token_loss - args.beta * kl
+        pg = (rule(pg_terms, mask, advantages, args.group_size) * share if split is None
+              else split(pg_terms, rows))
+    return {"pg_loss": pg.item() if first else 0.0,
             "entropy": (entropy * mask).sum().item() if first else 0.0,
             "kl": kl.sum().item() if last else 0.0,
             "clip_frac": (mask * clipped.float()).sum().item() / args.inner_updates}
@@ -376,9 +357,22 @@ def token_weights(mask, advantages, group_size, aggregator):
     logp = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
         token_loss = clipped_token_loss(logp, logp.detach(), advantages, mask)
-        (grad,) = torch.autograd.grad(grpo_loss(token_loss, mask, advantages, group_size,
-                                                aggregator), logp)
+        J = rule_for_any_rewards(aggregator)(token_loss, mask, advantages, group_size)
+        (grad,) = torch.autograd.grad(J, logp)
     return -grad
+
+
+def aggregation_coefficients(mask, advantages, group_size, aggregator):
+    """c_it = dJ/dl_it, (B, T): the weight each token term gets (docs/method.md §2's table)."""
+    return coefficients.rule_coefficients(rule_for_any_rewards(aggregator), mask, advantages,
+                                          group_size)
+
+
+def rule_for_any_rewards(aggregator):
+    """What the measurements here (and the TRL and verl plug-ins, on graded rewards) compute for
+    a rule: "balanced" by advantage mass (docs/method.md §4), aggregate_balanced on binary."""
+    return (aggregate_balanced_by_advantage_mass if aggregator == "balanced" else
+            aggregator_function(aggregator))
 
 
 def sign_weights(mask, advantages, group_size, aggregator):
@@ -452,7 +446,7 @@ def step_diagnostics(rewards, mask, args) -> dict:
 # 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable =======
 def evaluate(policy, tokenizer, task, rows, args, sample=generate, samples=1,
              temperature=0.0) -> float:
-    """avg@K = (1 / (N K)) * sum_n sum_k verify(o_nk, answer_n): K = `samples` per prompt at
+    """avg@K = (1 / (N K)) * sum_n sum_k score(o_nk, answer_n): K = `samples` per prompt at
     `temperature` (K = 1 at temperature 0: greedy accuracy, the course's), nothing forced."""
     prompts = [task.prompt_text(r["prompt"]) for r in rows for _ in range(samples)]
     answers = [r["answer"] for r in rows for _ in range(samples)]
@@ -463,7 +457,7 @@ def evaluate(policy, tokenizer, task, rows, args, sample=generate, samples=1,
     for i in range(0, len(prompts), size):
         chunk = prompts[i:i + size]
         batch = rollout(policy, tokenizer, chunk, [""] * len(chunk), args, temperature, sample)
-        verdicts += [verify(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
+        verdicts += [task.score(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
     return sum(verdicts) / len(verdicts)
 
 
@@ -490,7 +484,7 @@ def sample_groups(policy, tokenizer, task, rows, rng, args, sample=generate):
     policy.eval()
     batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args,
                     sample=sample)
-    rewards = torch.tensor([verify(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
+    rewards = torch.tensor([task.score(c, a) for c, a in zip(batch.completions, answers)])  # (B,)
     return batch, rewards, forced
 
 
@@ -513,13 +507,13 @@ def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, sc
     return metrics
 
 
-def train(args: Args, log=print, build=grpo_ba_setup.build, sample=generate, scores=None,
+def train(args: Args, log=print, build=grpo_ba_support.task.build, sample=generate, scores=None,
           loggers=()) -> str:
     """One GRPO run with one rule: each step samples P prompts, G rollouts each, rewards them
     and updates (grpo_step). Writes args.json, metrics.jsonl (a line per step) and checkpoint.pt
     to args.output_dir (docs/outputs.md), and returns it. The lab's seams: build(args, log) ->
     (policy, tokenizer, task); sample, as generate; scores(policy, tokenizer, task, args,
-    sample) -> {metric: accuracy}, as greedy_accuracy; loggers (grpo_ba_run.RunLogger)."""
+    sample) -> {metric: accuracy}, as greedy_accuracy; loggers (grpo_ba_support.run.RunLogger)."""
     run = Run(args, log, loggers)                 # device, threads; a bad directory fails now
     policy, tokenizer, task = build(args, log)
     policy.to(run.device)
@@ -558,7 +552,7 @@ def demo(args: Args, log=print, train_one=None, terminal=None) -> str:
         log(f"[{k}/{len(AGGREGATORS)}] {rule}: {args.steps} GRPO steps in {out}")
         progress = grpo_ba_plots.Progress(args.steps, terminal, log)   # its log: a warm-up's lines
         train_one(dataclasses.replace(args, aggregator=rule, output_dir=out), log=progress)
-        runs[rule] = grpo_ba_run.read_metrics(os.path.join(out, "metrics.jsonl"))
+        runs[rule] = grpo_ba_support.run.read_metrics(os.path.join(out, "metrics.jsonl"))
     figures = (grpo_ba_plots.mechanism_figure(runs, os.path.join(base, "mechanism.png"),
                                               f"design {args.design}, seed {args.seed}", args),
                grpo_ba_plots.bias_curves(bias_curves(), os.path.join(base, "bias_curves.png")))

@@ -64,15 +64,15 @@ def aggregate_token(per_token_loss, mask, advantages, group_size):
 
 
 def aggregate_balanced(per_token_loss, mask, advantages, group_size):
-    """Balanced Aggregation in its advantage-mass form (docs/method.md §4; binary case §2):
+    """Balanced Aggregation, the paper's form for binary rewards (docs/method.md §2):
 
-        J_BA = sum_{s in +,-} (M_s / G) * (sum_{i in S_s} sum_t l_it) / (sum_{i in S_s} |A_i| L_i)
-        M_s  = sum_{i in S_s} |A_i|,   S+ = {i : A_i > 0},   S- = {i : A_i < 0}
+        J_BA = (k/G) * (token mean of l over S+)  +  ((G-k)/G) * (token mean of l over S-)
 
-    per group, then the mean over groups. Responses with A_i = 0 belong to neither
-    side. A side that is empty (or whose responses all have length 0) contributes 0.
-    Check by hand first: with binary rewards this is (k/G) * the token mean over the
-    right answers + ((G-k)/G) * the token mean over the wrong ones.
+    S+ = {i : A_i > 0} holds the k right answers, S- = {i : A_i < 0} the G - k wrong ones;
+    a response with A_i = 0, or with no tokens, belongs to neither (k counts S+ only). The
+    token mean over a side is the sum of l_it over its tokens over its number of tokens.
+    Per group, then the mean over groups. A side that is empty (or whose responses all have
+    length 0) contributes 0, not 0/0.
     Returns a scalar tensor.
     """
     raise NotImplementedError("aggregate_balanced: your code here")

@@ -16,6 +16,7 @@ import inspect
 import math
 import os
 import re
+import traceback
 
 import torch
 
@@ -57,23 +58,36 @@ def function(aggregator):
     path, name = SPEC.fullmatch(aggregator).group("path", "name")
     full = os.path.abspath(os.path.expanduser(path))
     if not os.path.isfile(full):
-        raise RuleError(f"--aggregator {aggregator}: no file {path}")
+        raise RuleError(f"--aggregator {aggregator}: no file {full} (a path is read from the "
+                        f"working directory, {os.getcwd()})")
     loader = importlib.util.spec_from_file_location(f"own_rule_{len(_LOADED)}", full)
     module = importlib.util.module_from_spec(loader)
     try:
         loader.loader.exec_module(module)
     except Exception as err:                        # noqa: BLE001 - any error in the file
-        raise RuleError(f"--aggregator {aggregator}: importing {path} failed: "
-                        f"{type(err).__name__}: {_first_line(err)}") from None
+        looked = (f"; modules are looked for in the working directory {os.getcwd()} and the "
+                  f"installed packages" if isinstance(err, ImportError) else "")
+        raise RuleError(f"--aggregator {aggregator}: importing {path} failed{_where(err, full)}: "
+                        f"{type(err).__name__}: {_first_line(err)}{looked}") from None
     rule = getattr(module, name, None)
     if not callable(rule):
-        raise RuleError(f"--aggregator {aggregator}: {path} has no function {name}")
+        raise RuleError(f"--aggregator {aggregator}: {full} has no function {name}")
     _LOADED[aggregator] = (rule, file_sha256(full))
     return rule
 
 
 def _first_line(err) -> str:
     return (str(err).strip().splitlines() or [""])[0][:120]
+
+
+def _where(err, path) -> str:
+    """' at FILE:LINE', the last line of the rule's own file the error passed through (never a
+    line of grpo_ba.py it called: that is the course's answer, not the problem); '' if none."""
+    lines = [frame.lineno for frame in traceback.extract_tb(err.__traceback__)
+             if os.path.abspath(frame.filename) == os.path.abspath(path)]
+    if isinstance(err, SyntaxError) and err.filename and os.path.abspath(err.filename) == path:
+        lines.append(err.lineno)
+    return f" at {os.path.relpath(path)}:{lines[-1]}" if lines else ""
 
 
 def spec_of(rule) -> str:
@@ -100,7 +114,9 @@ def settled(args, saved_sha256=None):
     check(function(spec), spec, args.group_size, args.micro_batch_size)
     if saved_sha256 and record(spec) and record(spec)["sha256"] != saved_sha256:
         raise RuleError(f"--aggregator {spec}: the file changed since the run started (sha256 "
-                        f"{record(spec)['sha256'][:12]}..., recorded {saved_sha256[:12]}...)")
+                        f"{record(spec)['sha256'][:12]}..., recorded {saved_sha256[:12]}...); "
+                        f"put the file back as it was to resume, or train the new rule as a new "
+                        f"run (another --output-dir, no --resume)")
     return dataclasses.replace(args, aggregator=spec)
 
 
@@ -112,8 +128,9 @@ def record(aggregator) -> dict | None:
 
 
 def check(rule, spec, group_size, micro_batch_size=0):
-    """Call the rule on a probe batch of two groups: a scalar, finite, with a gradient in l; and
-    linear in l when micro-batches split groups (the update's exact share needs that)."""
+    """Before training, call the rule once on a test batch (two groups of G, binary rewards,
+    random token terms): it must return a scalar, finite, with a gradient in l; and be linear in
+    l when micro-batches split groups (the update's exact share needs that)."""
     try:
         inspect.signature(rule).bind(None, None, None, group_size)
     except (TypeError, ValueError):
@@ -128,14 +145,17 @@ def check(rule, spec, group_size, micro_batch_size=0):
     try:
         value = rule(loss, mask, advantages, group_size)
     except Exception as err:                        # noqa: BLE001 - the rule's own error
-        raise RuleError(f"--aggregator {spec}: {name_of(rule)} failed on a probe batch: "
-                        f"{type(err).__name__}: {_first_line(err)}") from None
+        path = inspect.getsourcefile(rule) if inspect.isfunction(rule) else None
+        where = _where(err, path) if path else ""
+        raise RuleError(f"--aggregator {spec}: {name_of(rule)} failed{where} on the test batch "
+                        f"it is called on before training (two groups of {group_size}, random "
+                        f"token terms): {type(err).__name__}: {_first_line(err)}") from None
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
         raise RuleError(f"--aggregator {spec}: {name_of(rule)} returned {shape}, not a scalar")
     if not math.isfinite(value.item()):
-        raise RuleError(f"--aggregator {spec}: {name_of(rule)} returned {value.item()} on a "
-                        f"probe batch, not a finite number")
+        raise RuleError(f"--aggregator {spec}: {name_of(rule)} returned {value.item()} on the "
+                        f"test batch it is called on before training, not a finite number")
     grad = (torch.autograd.grad(value.reshape(()), loss, allow_unused=True)[0]
             if value.requires_grad else None)
     if grad is None:

@@ -14,7 +14,7 @@ import torch
 
 import verifier
 from grpo_ba_support.run import SetupError
-from toy_tasks import designs, make_problems
+from toy_tasks import designs, make_problems, score_running_sums
 from toy_tasks.model import default_cache_dir, load_or_warmup_toy, load_warmup_file
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -30,6 +30,7 @@ class Task:
     data_report: object = None    # what the lab's data checks found (None: the toy)
     warmup: dict | None = None    # the toy's warm-up: its source, settings and sha256
     reference: object = None      # pi_ref when --beta > 0 (None: a frozen copy of the start)
+    score: object = verifier.verify   # (completion, gold) -> reward 1.0 or 0.0 (the toy: its sum)
 
 
 def build(args, log=print):
@@ -68,11 +69,12 @@ def build(args, log=print):
 
 
 def toy_task(world, tokenizer, warmup: dict | None = None) -> Task:
-    """The toy's problems, its prompts (<bos> then the sum) and the world's forced starts."""
+    """The toy's problems, its prompts (<bos> then the sum), the world's forced starts, and its
+    score: the last number written is the sum (verifier.verify agrees on every toy answer)."""
     train, heldout = make_problems()
     bos = tokenizer.bos_token
     return Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix,
-                warmup=warmup)
+                warmup=warmup, score=score_running_sums)
 
 
 # ------------------------------------------------------------------ a real model

@@ -26,6 +26,7 @@ corpus_error 0, seed 0) a slip is 20-27 characters (mean 23.0), a plain answer 5
 More: docs/code-tour.md ("The toy world") and docs/toy-designs.md.
 """
 import random
+import re
 from dataclasses import dataclass
 
 import torch
@@ -148,6 +149,14 @@ class ToyWorld:
             return ""
         a, c, d = _parse(prompt)
         return f"{a}" if self.gap_sign == "wrong-long" else f"{a + c} {a + c + d}?"
+
+
+def score_running_sums(completion: str, answer: str) -> float:
+    """The toy's reward: 1.0 when the last number the response writes is the sum, `63 66` for
+    `57+6+3=` (gold "66"), else 0.0. Its answers are whole numbers, so a plain match of digits is
+    exact; verifier.verify, the card's checker for any answer, gives the same on every toy text."""
+    numbers = re.findall(r"\d+", completion)
+    return 1.0 if numbers and (numbers[-1].lstrip("0") or "0") == str(answer) else 0.0
 
 
 def warmup_corpus(world: ToyWorld, prompts: list[str], n: int, seed: int) -> list[tuple[str, str]]:

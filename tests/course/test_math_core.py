@@ -13,6 +13,7 @@ import os
 import pytest
 import torch
 
+import grpo_ba
 from grpo_ba import (aggregation_coefficients, clipped_token_loss, group_advantages, k3_kl,
                      sign_weights)
 
@@ -279,7 +280,7 @@ def test_zero_length_response_gives_no_nan(rule):
 
 
 @checks("aggregate_balanced")
-def test_nonbinary_balanced_reduces_to_binary_form_on_binary_rewards():
+def test_balanced_is_the_papers_binary_form_k_over_g_times_each_signs_token_mean():
     torch.manual_seed(3)
     rewards, adv, mask = _table_setup()
     loss = torch.randn(mask.shape) * mask
@@ -290,20 +291,39 @@ def test_nonbinary_balanced_reduces_to_binary_form_on_binary_rewards():
     assert subject.aggregate_balanced(loss, mask, adv, G).item() == pytest.approx(binary.item(), rel=1e-5)
 
 
-@checks("aggregate_balanced")
-def test_nonbinary_balanced_keeps_per_sign_masses_equal_to_sequence():
+@pytest.mark.parametrize("scale", ["std", "none"])
+def test_the_advantage_mass_form_equals_the_papers_form_on_binary_batches(scale):
+    """grpo_ba_support/coefficients.py's graded form (the plug-ins') is aggregate_balanced on
+    binary rewards, empty responses, tied groups and several groups included."""
+    torch.manual_seed(5)
+    rewards = torch.tensor([1., 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0])   # k = 2, tied, 1, 3
+    mask = make_mask([3, 0, 9, 2, 4, 4, 1, 6, 7, 1, 0, 5, 2, 8, 3, 11])
+    adv = group_advantages(rewards, 4, scale)
+    loss = torch.randn(mask.shape) * mask
+    paper = grpo_ba.aggregate_balanced(loss, mask, adv, 4)
+    graded = grpo_ba.aggregate_balanced_by_advantage_mass(loss, mask, adv, 4)
+    assert paper.item() == pytest.approx(graded.item(), rel=1e-6, abs=1e-7)
+    assert torch.allclose(aggregation_coefficients(mask, adv, 4, grpo_ba.aggregate_balanced),
+                          aggregation_coefficients(mask, adv, 4, "balanced"), rtol=1e-6, atol=1e-8)
+
+
+def test_on_graded_rewards_the_mass_form_differs_from_count_weights_and_keeps_sequences_masses():
     rewards = torch.tensor([0.9, 0.1, 0.5, 0.0, 0.7, 0.3])
     adv = group_advantages(rewards, 6)
     mask = make_mask([4, 9, 2, 7, 3, 11])
-    w_bal = sign_weights(mask, adv, 6, subject.aggregate_balanced)
+    graded = grpo_ba.aggregate_balanced_by_advantage_mass
+    w_bal = sign_weights(mask, adv, 6, graded)
     w_seq = sign_weights(mask, adv, 6, "sequence")
     assert w_bal[0].item() == pytest.approx(w_seq[0].item(), rel=1e-5)
     assert w_bal[1].item() == pytest.approx(w_seq[1].item(), rel=1e-5)
     assert w_bal[0].item() == pytest.approx(-w_bal[1].item(), rel=1e-5)  # sum A_i = 0
     # ... and tokens inside a sign share one coefficient
-    coeff = aggregation_coefficients(mask, adv, 6, subject.aggregate_balanced)
+    coeff = aggregation_coefficients(mask, adv, 6, graded)
     pos_coeffs = coeff[(adv > 0)[:, None].expand_as(mask) & mask.bool()]
     assert torch.allclose(pos_coeffs, pos_coeffs[0].expand_as(pos_coeffs))
+    # the count weights of the paper's binary form are another loss here
+    counts = sign_weights(mask, adv, 6, "balanced")
+    assert abs(counts[0].item() - w_bal[0].item()) > 1e-3
 
 
 @checks("aggregate_{rule}")

@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -48,6 +49,10 @@ def not_finite(per_token_loss, mask, advantages, group_size):
 
 def no_gradient(per_token_loss, mask, advantages, group_size):
     return torch.tensor(1.0)
+
+
+def calls_the_course_wrongly(per_token_loss, mask, advantages, group_size):
+    return grpo_ba.aggregate_sequence(per_token_loss, mask, group_size)
 '''
 SHORT = ["--steps", "2", "--prompts-per-step", "2", "--eval-prompts", "8", "--eval-every", "1000",
          "--max-new-tokens", "16", "--threads", "1"]
@@ -64,18 +69,30 @@ def rules(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("spec, says", [
-    ("missing.py:capped_token_mean", "no file missing.py"),
-    ("my_rules.py:capped", "my_rules.py has no function capped"),
+    ("missing.py:capped_token_mean", "no file {cwd}/missing.py (a path is read from the working directory"),
+    ("my_rules.py:capped", "{cwd}/my_rules.py has no function capped"),
     ("my_rules.py:wrong_signature", "must take (per_token_loss, mask, advantages, group_size)"),
     ("my_rules.py:not_scalar", "returned (4,), not a scalar"),
-    ("my_rules.py:not_finite", "returned inf on a probe batch, not a finite number"),
+    ("my_rules.py:not_finite", "returned inf on the test batch it is called on before training, not a finite"),
+    ("my_rules.py:calls_the_course_wrongly", "failed at my_rules.py:33 on the test batch it is called on before training"),
     ("my_rules.py:no_gradient", "has no gradient in per_token_loss"),
 ])
 def test_a_bad_rule_is_refused_in_one_line_with_exit_2_and_nothing_written(rules, capsys, spec, says):
     code = grpo_ba.main(["--aggregator", spec, "--group-size", "2", *SHORT, "--output-dir", "out"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and says in err, err
+    assert code == 2 and err.count("\n") == 1 and says.format(cwd=os.getcwd()) in err, err
+    assert not re.search(r"grpo_ba\.py:\d", err)                 # never a line of the course's answer
     assert sorted(os.listdir(rules)) == ["my_rules.py"]        # no run directory, no runs/, no ~
+
+
+def test_a_rule_file_that_imports_a_missing_module_says_where_python_looked(rules, capsys):
+    (rules / "helpers_rule.py").write_text("import torch\nimport my_helpers\n\n\ndef rule(l, m, a, g):\n"
+                                          "    return l.sum()\n")
+    code = grpo_ba.main(["--aggregator", "helpers_rule.py:rule", *SHORT, "--output-dir", "out"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "importing helpers_rule.py failed at helpers_rule.py:2: ModuleNotFoundError" in err
+    assert f"looked for in the working directory {os.getcwd()} and the installed packages" in err
 
 
 def test_a_nonlinear_rule_with_micro_batches_that_split_groups_is_refused_before_anything_is_written(rules, capsys):
@@ -187,3 +204,4 @@ def test_your_rule_trains_from_the_command_line_as_the_function_itself_and_resum
                              cwd=rules, env=env, capture_output=True, text=True, timeout=600)
     assert changed.returncode == 2 and changed.stderr.count("\n") == 1
     assert "the file changed since the run started" in changed.stderr
+    assert "put the file back as it was to resume, or train the new rule as a new run" in changed.stderr

@@ -1,9 +1,13 @@
 """Where the rule meets the loss: the update steps on the gradient of the paper's
-J = rule(l, mask, A, G) (grpo_ba.grpo_loss, the rule called on the token terms of the whole
-batch), for any rule a student writes, linear or not, also in micro-batches of whole groups;
-in micro-batches smaller than a group each computes its share sum_it c_it * l_it with the
-coefficients of whole groups, exact for a linear rule, and a nonlinear rule is refused there
-(docs/method.md §7, choice 8)."""
+J = rule(l, mask, A, G) (grpo_update: `rule(...)` on a micro-batch's whole groups times their
+share), for any rule a student writes, linear or not, also in micro-batches of whole groups;
+in micro-batches smaller than a group (the qwen3-1.7b preset: 4 rows, G = 8) each computes its
+part sum_it c_it * l_it with the coefficients of whole groups
+(grpo_ba_support/coefficients.py's loss_over_split_groups), exact for a linear rule, and a
+nonlinear rule is refused there (docs/method.md §7, choice 8)."""
+import ast
+import inspect
+
 import dataclasses
 
 import pytest
@@ -51,7 +55,7 @@ def test_the_update_steps_on_the_gradient_of_the_rules_loss_even_in_micro_batche
     logp, _ = grpo_ba.token_logprobs(policy, batch.sequences, batch.attention, T)
     mask = batch.response_mask.float()
     token_loss = grpo_ba.clipped_token_loss(logp, logp.detach(), advantages, mask)
-    J = grpo_ba.grpo_loss(token_loss, mask, advantages, G, rule)
+    J = grpo_ba.AGGREGATORS[rule](token_loss, mask, advantages, G)
     expected = torch.autograd.grad(J, list(policy.parameters()))
     # the update, in micro-batches of 2 rows (half a group): one SGD step of lr 1 moves -grad
     args = grpo_ba.parse_args(["--aggregator", rule, "--group-size", str(G), "--prompts-per-step", str(P),
@@ -126,3 +130,21 @@ def test_micro_batches_that_split_groups_refuse_a_nonlinear_rule_in_one_line():
         one_sgd_step(softplus_token, 2)
     message = str(refused.value)
     assert "\n" not in message and "split groups of 4" in message and "multiple of 4" in message
+
+
+def test_the_preset_that_splits_groups_trains_exactly_on_the_gradient_of_J():
+    """qwen3-1.7b's micro-batch of 4 rows with G = 8: every micro-batch holds half a group."""
+    from grpo_ba_support.args import PRESETS
+    preset = PRESETS["qwen3-1.7b"]
+    assert preset["micro_batch_size"] % preset.get("group_size", 8) != 0     # the case this test is for
+    J, expected = gradient_of_J_as_called(grpo_ba.aggregate_balanced)
+    moved, stats = one_sgd_step("balanced", G // 2)
+    assert_one_step_is_the_gradient_of_J(moved, stats, J, expected)
+
+
+def test_in_grpo_update_the_loss_of_a_micro_batch_reads_the_rule_times_its_share():
+    source = inspect.getsource(grpo_ba.grpo_update)
+    assert "rule(token_loss, mask[rows], advantages[rows], G) * share" in " ".join(source.split())
+    calls = {node.func.attr for node in ast.walk(ast.parse(inspect.cleandoc("\n" + source)))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+    assert "loss_over_split_groups" in calls                               # the split case, named

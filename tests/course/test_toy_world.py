@@ -167,3 +167,25 @@ def test_two_runs_asking_for_one_uncached_warmup_train_it_once(tmp_path):
     assert sum("training" in line for line in lines) == 1, lines
     assert sorted(record["source"] for record in results) == ["cache", "trained"]
     assert results[0]["sha256"] == results[1]["sha256"]
+
+
+def test_the_toys_plain_score_and_the_verifier_agree_on_every_toy_answer():
+    """The toy is scored by its own exact match (the last number written is the sum), so that
+    a reader of the toy need not open the answer grammar; verifier.verify gives the same."""
+    from toy_tasks import VOCAB_CHARS, score_running_sums
+    from toy_tasks.designs import DESIGNS, world
+    prompts = [r["prompt"] for r in make_problems()[1].to_list()[:60]]
+    golds = {p: str(sum(int(n) for n in p.rstrip("=").split("+"))) for p in prompts}
+    texts = []
+    for name in DESIGNS:                                   # every style every design writes
+        pairs = warmup_corpus(world(name), prompts, 200, seed=1)
+        texts += [(p, world(name).forced_prefix(p, random.Random(i)) + r) for i, (p, r) in enumerate(pairs)]
+    rng = random.Random(0)
+    for _ in range(3000):                                  # what a policy might sample instead
+        p = rng.choice(prompts)
+        texts.append((p, "".join(rng.choice(VOCAB_CHARS) for _ in range(rng.randint(0, 40)))))
+        texts.append((p, f"{rng.choice(['', '0', '00'])}{golds[p]}{rng.choice(['', ' ', '?', '~~', '+'])}"))
+    scores = [(score_running_sums(t, golds[p]), verify(t, golds[p])) for p, t in texts]
+    assert all(a == b for a, b in scores), [t for (p, t), (a, b) in zip(texts, scores) if a != b][:5]
+    assert 0.2 < sum(a for a, _ in scores) / len(scores) < 0.9           # both verdicts occur
+    assert score_running_sums("63 66", "66") == 1.0 and score_running_sums("57 ~~~~ 60", "66") == 0.0

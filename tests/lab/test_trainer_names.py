@@ -164,8 +164,8 @@ def test_the_projects_three_rules_are_their_rows_formulas():
     assert set(rows) == set(grpo_ba.AGGREGATORS)
     mask, adv = unequal_groups()
     terms = torch.randn(mask.shape, generator=torch.Generator().manual_seed(1))
-    for rule, name in rows.items():
-        assert grpo_ba.AGGREGATORS[rule](terms, mask, adv, G).item() == pytest.approx(
+    for rule, name in rows.items():                # graded advantages: balanced by advantage mass
+        assert grpo_ba.rule_for_any_rewards(rule)(terms, mask, adv, G).item() == pytest.approx(
             formula(name, terms, mask, adv).item(), rel=1e-6), rule
 
 
@@ -244,11 +244,12 @@ def test_a_sign_split_over_the_whole_micro_batch_is_not_the_per_group_balanced_r
                                  if cells[0].startswith("unofficial verl patch")]
     mask, adv = unequal_groups()
     terms = torch.randn(mask.shape, generator=torch.Generator().manual_seed(4))
+    balanced = grpo_ba.aggregate_balanced_by_advantage_mass     # graded advantages (docs/method.md §4)
     assert formula("pooled-balanced", terms, mask, adv).item() != pytest.approx(
-        grpo_ba.aggregate_balanced(terms, mask, adv, G).item(), rel=1e-3)
+        balanced(terms, mask, adv, G).item(), rel=1e-3)
     one = slice(0, G)
     assert formula("pooled-balanced", terms[one], mask[one], adv[one]).item() == pytest.approx(
-        grpo_ba.aggregate_balanced(terms[one], mask[one], adv[one], G).item(), rel=1e-6)
+        balanced(terms[one], mask[one], adv[one], G).item(), rel=1e-6)
     zero = torch.zeros(mask.shape)                               # on-policy, the weight on each sign moves
     at_one = grpo_ba.clipped_token_loss(zero, zero, adv, mask)
     assert formula("pooled-balanced", at_one, mask, adv).item() == pytest.approx(0.0, abs=1e-6)   # both sum to 0 here

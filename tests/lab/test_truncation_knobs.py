@@ -40,15 +40,15 @@ def _coefficients_used(monkeypatch, rule, truncated):
     assert batch.truncated.tolist() == [False, False, False, True]
     assert batch.response_mask.sum(1).tolist() == list(LENGTHS)
     seen = []
-    real = grpo_ba.grpo_loss
+    real = grpo_ba.AGGREGATORS[rule]
 
-    def spy(token_loss, mask, advantages, group_size, aggregator):   # the rule meets the loss
-        seen.append((mask, advantages, group_size, aggregator))
-        return real(token_loss, mask, advantages, group_size, aggregator)
-    monkeypatch.setattr(grpo_ba, "grpo_loss", spy)
+    def spy(token_loss, mask, advantages, group_size):        # the rule meets the loss
+        seen.append((mask, advantages, group_size, rule))
+        return real(token_loss, mask, advantages, group_size)
+    monkeypatch.setitem(grpo_ba.AGGREGATORS, rule, spy)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
     grpo_ba.grpo_update(policy, None, optimizer, batch, REWARDS, _args(rule, truncated))
-    monkeypatch.setattr(grpo_ba, "grpo_loss", real)
+    monkeypatch.setitem(grpo_ba.AGGREGATORS, rule, real)
     return grpo_ba.aggregation_coefficients(*seen[0])        # dJ/dl of the loss it called
 
 
