@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 import torch
 
-from grpo_ba import AGGREGATORS, UsageError, group_advantages, mask_from_lengths
+from grpo_ba import AGGREGATORS, UsageError, group_advantages, mask_from_lengths, token_weights
 from grpo_ba_lab.integrations.bias_metrics import bias_metrics, loss_at_ratio_one
 
 
@@ -68,16 +68,33 @@ class RolloutsError(UsageError):
 
 def regime_stats(advantages: torch.Tensor, lengths: torch.Tensor) -> dict[str, float | None]:
     """Mean length of positive- and negative-advantage responses (Lbar+, Lbar-), their
-    ratio Lbar- / Lbar+, and std/mean of all lengths (population std, as metrics.jsonl)."""
+    ratio Lbar- / Lbar+, and std/mean of the lengths (population std, as metrics.jsonl), all
+    over the responses in the loss (L_i > 0), the ones the shares weigh: a response masked to
+    length 0 (TRL's mask_truncated_completions) is in none of them, and n_length_zero counts it."""
     lengths = lengths.double()                                 # exact means of whole numbers
-    pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)   # in the loss only
+    in_loss = lengths > 0
+    pos, neg = (advantages > 0) & in_loss, (advantages < 0) & in_loss
     len_pos = lengths[pos].mean().item() if pos.any() else None
     len_neg = lengths[neg].mean().item() if neg.any() else None
-    mean = lengths.mean().item()
+    kept = lengths[in_loss] if in_loss.any() else lengths
+    mean = kept.mean().item()
     return {"len_pos": len_pos, "len_neg": len_neg,
             "neg_over_pos": len_neg / len_pos if len_pos and len_neg is not None else None,
-            "len_mean": mean, "len_min": lengths.min().item(), "len_max": lengths.max().item(),
-            "std_over_mean": lengths.std(unbiased=False).item() / mean if mean > 0 else None}
+            "len_mean": mean, "len_min": kept.min().item(), "len_max": kept.max().item(),
+            "std_over_mean": kept.std(unbiased=False).item() / mean if mean > 0 else None,
+            "n_length_zero": int((~in_loss).sum())}
+
+
+def shares_are_identities(rewards: torch.Tensor, advantages: torch.Tensor, lengths: torch.Tensor,
+                          group_size: int) -> bool:
+    """Are sequence's and balanced's 1/2 shares and zero losses at ratio 1 identities of this batch,
+    whatever its lengths? They are where rewards are binary and every group's advantages over the
+    responses in the loss sum to 0: each sign then carries the same advantage mass, and k |A+| =
+    (G - k) |A-| in every group. A masked response with an advantage (length 0) breaks it, and so do
+    graded rewards for a balanced rule that weighs its signs by counts."""
+    binary = bool(((rewards == rewards.min()) | (rewards == rewards.max())).all())
+    kept = (advantages.double() * (lengths > 0)).view(-1, group_size)              # (P, G)
+    return binary and bool((kept.sum(dim=1).abs() <= 1e-6 * (kept.abs().sum(dim=1) + 1e-12)).all())
 
 
 # =====================================================================================
@@ -311,7 +328,7 @@ def diagnose(path: str, adv_scale: str | None = None, rows=None, run_id=None) ->
     losses = {f"loss_at_ratio_one_{rule}": loss_at_ratio_one(advantages, mask, group_size, rule)
               for rule in AGGREGATORS}
     return {**bias_metrics(advantages, lengths, group_size), **regime_stats(advantages, lengths), **losses,
-            "binary": bool(((rewards == rewards.min()) | (rewards == rewards.max())).all()),
+            "shares_are_identities": shares_are_identities(rewards, advantages, lengths, group_size),
             "n_groups": rewards.numel() // group_size, "group_size": group_size,
             "n_responses": rewards.numel(), "groups_without_signal": int(no_signal.sum()),
             "adv_scale": adv_scale, "std": std, "eps": eps, **({"run": run_id} if run_id is not None else {})}
@@ -327,10 +344,13 @@ def _fmt(value, spec=".2f"):
 
 
 def reading(s: dict) -> str:
-    """The paper's reading of this regime (docs/method.md §3, §6), with this file's numbers."""
-    paper = ("The paper finds that a large gap between the lengths of positive and negative responses "
-             "hurts token aggregation (its Qwen3-1.7B case) and that high length variance hurts sequence "
-             "aggregation (its Qwen2.5-Math-7B case); Balanced Aggregation is meant to be robust to both.")
+    """The paper's reading of this regime (docs/method.md §3, §6), with this file's numbers. The model
+    cases come from public summaries the project could not check against the paper's full text."""
+    paper = ("The paper's claim, as its abstract and public summaries give it (docs/method.md §6; the full "
+             "text was not available here): a large gap between the lengths of positive and negative responses "
+             "hurts token aggregation and high length variance hurts sequence aggregation (the summaries tie "
+             "these to a Qwen3-1.7B and a Qwen2.5-Math-7B case, unverified); Balanced Aggregation is meant "
+             "to be robust to both.")
     if s["len_pos"] is None or s["len_neg"] is None or s["neg_over_pos"] is None:
         return paper + " Here no group has both signs of advantage, so no rule has a gradient to bias."
     longer, shorter, ratio = (("negative", "positive", s["neg_over_pos"]) if s["len_neg"] >= s["len_pos"]
@@ -346,13 +366,30 @@ def _named(path: str, run_id: str | None) -> str:
     return path if run_id is None else f"{path}, run {run_id}"
 
 
+def _advantages_said(s: dict) -> str:
+    """'std scaling, unbiased std + 0.0001' or 'none scaling': the advantages as diagnose computed them."""
+    return (f"{s['adv_scale']} scaling"
+            + (f", {s['std']} std + {s['eps']:g}" if s['adv_scale'] == "std" else "") + " advantages")
+
+
 def format_report(path: str, s: dict) -> str:
+    zero = s.get("n_length_zero", 0)
+    if s.get("shares_are_identities"):
+        note = ["(sequence's and balanced's 0.500 and zero loss are identities here: binary rewards, and in every "
+                "group the advantages of the responses in the loss sum to 0, so each sign carries the same "
+                "advantage mass; token's share is the measurement)"]
+    elif zero:
+        note = [f"(no identity here: {zero} responses of length 0 take their advantage out of the loss, so "
+                "sequence's and balanced's shares and losses are measured, not 0.500 and 0 by construction)"]
+    else:
+        note = []
     lines = [
         f"{_named(path, s.get('run'))}: {s['n_responses']} responses in {s['n_groups']} groups "
-        f"of {s['group_size']} "
-        f"(advantages: {s['adv_scale']} scaling"
-        + (f", {s['std']} std + {s['eps']:g}" if s['adv_scale'] == "std" else "") + "; the whole file as one batch)",
+        f"of {s['group_size']} (advantages: {_advantages_said(s)[:-len(' advantages')]}; the whole file as one batch)",
         f"groups whose rewards are all equal (no gradient under any rule): {s['groups_without_signal']} of {s['n_groups']}",
+        *([f"responses of length 0 (no token in the loss, e.g. masked truncations): {zero} of {s['n_responses']}; "
+           "the lengths, the ratio, the spread and the shares below are over the other "
+           f"{s['n_responses'] - zero}"] if zero else []),
         "",
         "regime",
         f"  mean length of positive-advantage responses  Lbar+       {_fmt(s['len_pos'], '8.1f')}",
@@ -363,14 +400,14 @@ def format_report(path: str, s: dict) -> str:
         "rule       share of gradient weight on positive responses   loss at ratio 1",
         *(f"{rule:<10s} {_fmt(s[f'pos_share_{rule}'], '.3f'):<48s} {s[f'loss_at_ratio_one_{rule}']:+.4f}"
           for rule in AGGREGATORS),
-        *(["(sequence's and balanced's 0.500 and zero loss are identities with binary rewards: each sign "
-           "gets its advantage mass / G; token's share is the measurement)"] if s.get("binary") else []),
+        *note,
         "",
         textwrap.fill("reading: " + reading(s), width=100, subsequent_indent="  "),
     ]
     keys = ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one", "len_pos",
             "len_neg", "neg_over_pos", "std_over_mean", "len_mean", "n_groups", "group_size", "n_responses",
-            "groups_without_signal", "adv_scale", "std", "eps", *(("run",) if "run" in s else ()))
+            "groups_without_signal", "n_length_zero", "shares_are_identities", "adv_scale", "std", "eps",
+            *(("run",) if "run" in s else ()), *(("decision",) if "decision" in s else ()))
     summary = {k: (None if math.isnan(s[k]) else float(f"{s[k]:.6g}")) if isinstance(s[k], float) else s[k]
                for k in keys}                              # 6 significant digits, within float32 precision
     return "\n".join(lines + [json.dumps(summary)])
@@ -427,9 +464,6 @@ def plot_steps(steps: list[dict], png: str, title: str = "") -> str:
 # =====================================================================================
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BAND_REPORTS = (("strong-band-v3", "assets/strong-band-v3/consequences.md"),
-                ("endless-band-v3", "assets/endless-band-v3/consequences.md"),
-                ("demo-band-v3", "assets/demo-band-v3/consequences.md"))
 
 
 class Regime(NamedTuple):
@@ -440,14 +474,58 @@ class Regime(NamedTuple):
     levels: tuple                # the levels its registration names, each a row of the report's level table
 
 
-REGIMES = (Regime("regime-v3", "assets/regime-v3/regime.md", "assets/regime-v3/runs.tar.gz",
-                  ("none", "weak", "strong")),
-           Regime("regime-v4", "assets/regime-v4/regime.md", "assets/regime-v4/archive/part-*.tar.gz",
-                  ("weak", "strong")))           # token and sequence only: no balanced - token row
+REGIME_V3 = Regime("regime-v3", "assets/regime-v3/regime.md", "assets/regime-v3/runs.tar.gz",
+                   ("none", "weak", "strong"))
+REGIME_V4 = Regime("regime-v4", "assets/regime-v4/regime.md", "assets/regime-v4/archive/part-*.tar.gz",
+                   ("weak", "strong"))           # token and sequence only: no balanced - token row
+REGIMES = (REGIME_V3, REGIME_V4)
+
+
+class Band(NamedTuple):
+    """A band design, read from its consequences.md."""
+    name: str                    # "strong-band-v3"
+    report: str
+
+
+class Level(NamedTuple):
+    """One level of a regime design, a design of its own here."""
+    regime: Regime
+    level: str                   # "strong"
+
+
+class World(NamedTuple):
+    """One world of the toy: the designs run in it count once, whatever their number, and every
+    recommendation that quotes them says how the world was chosen. A new design with a report is
+    one entry here (its own world), or one more design in the entry of the world it ran in."""
+    name: str
+    chosen: str                  # how the world was chosen, quoted wherever its verdicts are
+    designs: tuple               # Band and Level entries: where its designs' step-0 ranges and verdicts come from
+
+
+WORLDS = (
+    World("gap 30 (strong-band's world)",
+          "chosen after its exploratory pilot's accuracies were seen, balanced's last accuracy above token's "
+          "on both of its pilot seeds (docs/strong-coupling.md)",
+          (Band("strong-band-v3", "assets/strong-band-v3/consequences.md"),
+           Band("endless-band-v3", "assets/endless-band-v3/consequences.md"),   # its warm-ups add endless slips
+           Level(REGIME_V3, "strong"), Level(REGIME_V4, "strong"))),
+    World("gap 18 (the demo's world)",
+          "the course demo's world, fixed before demo-band was registered and after version 2's runs in it "
+          "had been seen (registrations/demo-band-v3.md)",
+          (Band("demo-band-v3", "assets/demo-band-v3/consequences.md"),)),
+    World("gap 6",
+          "a level chosen by the regime pilot's committed rule, which reads no accuracy; the pilot's first-round "
+          "accuracies were seen before its second round (docs/regime-design.md)",
+          (Level(REGIME_V3, "weak"), Level(REGIME_V4, "weak"))),
+    World("gap 0",
+          "a level chosen by the regime pilot's committed rule, which reads no accuracy; the pilot's first-round "
+          "accuracies were seen before its second round (docs/regime-design.md)",
+          (Level(REGIME_V3, "none"),)),
+)
 
 SHARE_COLUMN = "weight share on right answers, run mean"
 BETWEEN_LEVELS = " (a change between the design's two gaps, not a result at your ratio)"
-SCOPE = ("scope: the toy's worlds in those designs (a tiny model on toy arithmetic, last held-out accuracy), "
+SCOPE = ("scope: the toy's worlds named here (a tiny model on toy arithmetic, last held-out accuracy), "
          "not your model or task")
 
 
@@ -469,6 +547,7 @@ class Design(NamedTuple):
     spreads: list                # step-0 length std/mean, one per run
     findings: list               # its primary rows
     manipulation: str            # the report's manipulation check line, or ""
+    world: str = ""              # the World it ran in (registered_designs fills it)
 
 
 def _cells(line: str) -> list[str]:
@@ -606,10 +685,20 @@ def regime_designs(regime: Regime, repo: str = REPO) -> list[Design]:
 
 
 def registered_designs(repo: str = REPO) -> list[Design]:
-    """The designs with registered results diagnose compares a run with, from their reports: the
-    bands, then each regime design's levels."""
-    return ([band_design(name, report, repo) for name, report in BAND_REPORTS]
-            + [design for regime in REGIMES for design in regime_designs(regime, repo)])
+    """The designs with registered results diagnose compares a run with, from their reports, world
+    by world (WORLDS), each with its world's name."""
+    levels: dict[str, dict] = {}                  # regime name -> {level: Design}, each regime read once
+    out = []
+    for world in WORLDS:
+        for entry in world.designs:
+            if isinstance(entry, Band):
+                design = band_design(entry.name, entry.report, repo)
+            else:
+                if entry.regime.name not in levels:
+                    levels[entry.regime.name] = dict(zip(entry.regime.levels, regime_designs(entry.regime, repo)))
+                design = levels[entry.regime.name][entry.level]
+            out.append(design._replace(world=world.name))
+    return out
 
 
 def _span(values, spec=".2f") -> str:
@@ -626,83 +715,277 @@ def headline(design: Design) -> str:
     return rows[0].word
 
 
-def covers(design: Design, ratio) -> bool:
-    """Does the range of the design's units' step-0 wrong/right ratios contain the run's? The
-    share and spread are printed beside it, not used to place the run."""
-    return ratio is not None and bool(design.ratios) and min(design.ratios) <= ratio <= max(design.ratios)
-
-
-def recommendation(designs: list[Design], ratio) -> str:
-    """One line, its scope never wider than the designs that cover the run's ratio."""
+def _interval(ratio) -> tuple | None:
+    """A ratio or its (low, high) interval -> (low, high); None stays None."""
     if ratio is None:
-        return ("recommendation: none: no group has both signs of advantage, so the run has no step-0 "
-                "wrong/right ratio to place")
-    covering = [d for d in designs if covers(d, ratio)]
-    if not covering:
-        low = min(min(d.ratios) for d in designs if d.ratios)
-        high = max(max(d.ratios) for d in designs if d.ratios)
-        return (f"recommendation: no registered design covers this range (your wrong/right {ratio:.2f}; the "
-                f"designs span {low:.2f}-{high:.2f}): the toy's evidence says nothing about this run; compare "
-                "the rules on your own task")
-    votes = [(d.name, f) for d in covering for f in d.findings          # the one metric every design has
-             if f.row.startswith("balanced - token") and "last held-out acc" in f.row]
-    favour = [name for name, f in votes if f.word == "holds" and f.mean > 0]
-    against = [name for name, f in votes if f.word in ("holds", "contradicted") and f.mean < 0]
-    silent = [f"{name}: {f.verdict}" for name, f in votes if f.word == "not detected"]
+        return None
+    return (float(ratio), float(ratio)) if isinstance(ratio, (int, float)) else (float(ratio[0]), float(ratio[1]))
+
+
+def place(design: Design, ratio) -> str:
+    """Where the run's step-0 wrong/right interval (or a ratio) sits against the range of the design's
+    units' step-0 ratios: "inside" it, "borderline" (it crosses an edge of the range) or "outside".
+    The share and spread are printed beside it, not used to place the run."""
+    interval = _interval(ratio)
+    if interval is None or not design.ratios:
+        return "outside"
+    low, high = min(design.ratios), max(design.ratios)
+    if interval[1] < low or interval[0] > high:
+        return "outside"
+    return "inside" if low <= interval[0] and interval[1] <= high else "borderline"
+
+
+def covers(design: Design, ratio) -> bool:
+    """Does the design speak to the run: its range holds the run's interval, or the interval crosses
+    one of its edges (borderline)?"""
+    return place(design, ratio) != "outside"
+
+
+def _edge_crossed(design: Design, interval) -> str:
+    low, high = min(design.ratios), max(design.ratios)
+    edges = ([f"bottom {low:.2f}"] if interval[0] < low else []) + ([f"top {high:.2f}"] if interval[1] > high else [])
+    return f"{design.name} (its range {low:.2f}-{high:.2f}, at its {' and '.join(edges)})"
+
+
+BALANCED_TOKEN = "balanced - token on last held-out accuracy"
+
+
+def _last_acc_row(design: Design):
+    return next((f for f in design.findings
+                 if f.row.startswith("balanced - token") and "last held-out acc" in f.row), None)
+
+
+def world_votes(designs: list[Design], ratio) -> list[tuple]:
+    """[(world name, [(design, its balanced - token last-acc finding)])] for each world with a covering
+    design that has that row: one entry per world, however many of its designs cover the run."""
+    votes: dict[str, list] = {}
+    for design in designs:
+        finding = _last_acc_row(design)
+        if finding is not None and covers(design, ratio):
+            votes.setdefault(design.world or design.name, []).append((design, finding))
+    return list(votes.items())
+
+
+def _world_said(world: str, members: list) -> str:
+    verdicts = ", ".join(f"{d.name}: {f.word if f.word != 'not detected' else f.verdict}" for d, f in members)
+    counted = f"; {len(members)} designs of one world, counted once" if len(members) > 1 else ""
+    return f"{world} ({verdicts}{counted})"
+
+
+def recommendation(designs: list[Design], ratio, signal_groups: int | None = None) -> tuple[str, str]:
+    """(kind, one line). The line's scope is never wider than the worlds whose designs cover the run's
+    interval, it counts each world once, says how each was chosen, and names the designs the interval
+    is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio."""
+    interval = _interval(ratio)
+    if interval is None:
+        return "none", ("recommendation: none: no group has both signs of advantage, so the run has no step-0 "
+                        "wrong/right ratio to place")
+    if signal_groups is not None and signal_groups < MIN_SIGNAL_GROUPS:
+        return "too few groups", (
+            f"recommendation: none: {signal_groups} group{'s' if signal_groups != 1 else ''} with a signal, "
+            f"fewer than the {MIN_SIGNAL_GROUPS} below which the bootstrap interval is too often too narrow "
+            "(docs/diagnose.md, 'How many groups'); these numbers describe this batch, they do not place the run")
+    if not any(covers(d, interval) for d in designs):
+        ranged = [d for d in designs if d.ratios]
+        low, high = min(min(d.ratios) for d in ranged), max(max(d.ratios) for d in ranged)
+        return "no design covers", (
+            f"recommendation: no registered design covers this range (your wrong/right {_fmt_interval(interval)}; "
+            f"the designs span {low:.2f}-{high:.2f}): the toy's evidence says nothing about this run; compare the "
+            "rules on your own task")
+    borderline = [d for d in designs if place(d, interval) == "borderline"]
+    edge = ("; borderline: your interval " + _fmt_interval(interval) + " crosses the range of "
+            + ", ".join(_edge_crossed(d, interval) for d in borderline) + ", so it counts as covering"
+            if borderline else "")
+    votes = world_votes(designs, interval)
+    chosen = {world.name: world.chosen for world in WORLDS}
     if not votes:
-        return ("recommendation: none from the toy: the designs covering your ratio ("
-                + ", ".join(d.name for d in covering) + ") have no primary balanced - token row on last held-out "
-                f"accuracy; {SCOPE}")
-    if favour and not against and not silent:
-        return ("recommendation: try balanced in place of token aggregation: balanced - token on last held-out "
-                "accuracy holds in every design covering your ratio that has this row (" + ", ".join(favour)
-                + f"); {SCOPE}")
-    if favour and not against:
-        return ("recommendation: test balanced against token on your own task: balanced - token on last held-out "
-                "accuracy holds in " + ", ".join(favour) + "; " + "; ".join(silent) + " (separately registered "
-                f"designs, never compared with each other); {SCOPE}")
+        return "none from the toy", (
+            "recommendation: none from the toy: the designs covering your ratio ("
+            + ", ".join(d.name for d in designs if covers(d, interval)) + f") have no primary {BALANCED_TOKEN} row"
+            + edge + f"; {SCOPE}")
+    favour = [(w, m) for w, m in votes if any(f.word == "holds" and f.mean > 0 for _, f in m)
+              and not any(f.word in ("holds", "contradicted") and f.mean < 0 for _, f in m)]
+    against = [(w, m) for w, m in votes if any(f.word in ("holds", "contradicted") and f.mean < 0 for _, f in m)]
+    silent = [(w, m) for w, m in votes if any(f.word == "not detected" for _, f in m) and (w, m) not in against]
+    named = {w for w, _ in votes}
+    scope = (f"{SCOPE}; how each world was chosen: "
+             + "; ".join(f"{w}: {chosen.get(w, 'not recorded')}" for w in dict.fromkeys(w for w, _ in votes)))
+    worlds = f"{len(named)} world{'s' if len(named) != 1 else ''}"
+
+    def said(group):
+        return "; ".join(_world_said(w, m) for w, m in group)
     if against:
-        return ("recommendation: do not switch to balanced on the toy's word: balanced - token on last held-out "
-                "accuracy holds against balanced in " + ", ".join(against) + f"; {SCOPE}")
-    return ("recommendation: compare the rules on your own task: at your ratio the toy's designs did not detect "
-            "balanced - token on last held-out accuracy (" + "; ".join(silent) + "), which is not evidence that "
-            f"the rules are equal; {SCOPE}")
+        return "do not switch", (
+            f"recommendation: do not switch to balanced on the toy's word: {BALANCED_TOKEN} holds against "
+            f"balanced in {said(against)}{edge}; {scope}")
+    if favour and not silent:
+        return "try balanced", (
+            f"recommendation: try balanced in place of token aggregation: {BALANCED_TOKEN} holds in every world "
+            f"covering your ratio that has this row, {worlds}: {said(favour)}{edge}; {scope}")
+    if favour:
+        return "test balanced", (
+            f"recommendation: test balanced against token on your own task: {BALANCED_TOKEN}, {worlds} covering "
+            f"your ratio: {said(votes)} (separately registered designs, never compared with each other){edge}; "
+            f"{scope}")
+    return "compare the rules", (
+        f"recommendation: compare the rules on your own task: at your ratio the toy's worlds did not detect "
+        f"{BALANCED_TOKEN} ({said(silent)}), which is not evidence that the rules are equal{edge}; {scope}")
 
 
-def placement(summary: dict, steps: list[dict]) -> dict:
-    """The run's numbers placed against the designs: step 0's batch when the lines carry steps
-    (the designs' ranges are step 0's), else the whole file."""
-    first = steps[0] if steps else None
-    source = summary if first is None else {**first, "std_over_mean": first.get("std_over_mean")}
-    return {"where": "the whole file as one batch" if first is None else f"step {first['step']}'s batch",
-            "ratio": source["neg_over_pos"], "share": source["pos_share_token"],
-            "spread": source["std_over_mean"]}
+def _fmt_interval(interval, spec=".2f") -> str:
+    if interval[0] == interval[1]:
+        return format(interval[0], spec)
+    return f"[{interval[0]:{spec}}, {interval[1]:{spec}}]"
 
 
-def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple[str, dict]:
+# =====================================================================================
+# The run's placement: its step-0 batch, its interval over groups, the minimum number of groups
+# =====================================================================================
+
+# The percentile bootstrap over the placement batch's groups with a signal: resampled with
+# replacement, its wrong/right ratio and token's share recomputed from per-group sums.
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0               # fixed: the same file prints the same interval
+BOOTSTRAP_LEVEL = 0.95
+# Below this many groups with a signal no recommendation is made. From the simulation of the
+# interval's coverage, grpo_ba_lab/analysis/diagnose_min_groups.py (its table:
+# assets/diagnose-min-groups/table.txt, shown in docs/diagnose.md): the smallest number of groups
+# from which, in every simulated setting, the 95% interval covers the true ratio and share in at
+# least 90% of runs. test_the_minimum_is_the_committed_simulations checks the two agree.
+MIN_SIGNAL_GROUPS = 12
+
+
+class Placement(NamedTuple):
+    """The batch a run is placed by: step 0's when the lines carry steps (the designs' numbers are
+    step 0's), else the whole file."""
+    where: str
+    advantages: torch.Tensor     # (B,) as the trainer computed them
+    lengths: torch.Tensor        # (B,) tokens in the loss
+    group_size: int
+
+
+def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
+    scale, std, eps = _conventions(path, rows, adv_scale)
+    steps = read_steps(path, rows)
+    if steps:
+        first = min(steps)
+        rewards, lengths, group_size = steps[first]
+        where = f"step {first}'s batch"
+    else:
+        rewards, lengths, group_size = read_rollouts(path, rows)
+        where = "the whole file as one batch"
+    return Placement(where, trainer_advantages(rewards, group_size, scale, std, eps), lengths, group_size)
+
+
+# Columns of group_sums: per group, over its responses in the loss.
+SUMS = ("length of positives", "positives", "length of negatives", "negatives",
+        "token's weight on positives", "token's weight on negatives")
+
+
+def group_sums(advantages: torch.Tensor, lengths: torch.Tensor, group_size: int) -> torch.Tensor:
+    """(S, 6) float64, one row per group with a signal (a response in the loss with A_i != 0): the
+    SUMS columns. Token's per-response weights are grpo_ba's token_weights (autograd through the real
+    clipped term and aggregator); a response of length 0 has no tokens and no advantage mass, as in
+    bias_metrics. The token rule normalises within each group, so a resample's share is exact from
+    these sums (its 1/P factor cancels in the share)."""
+    lengths = lengths.detach().float().cpu()
+    advantages = advantages.detach().float().cpu() * (lengths > 0)
+    weights = token_weights(mask_from_lengths(lengths), advantages, group_size, "token").sum(dim=1).double().abs()
+    pos, neg = (advantages > 0).double(), (advantages < 0).double()
+    length = lengths.double()
+    columns = (length * pos, pos, length * neg, neg, weights * pos, weights * neg)
+    table = torch.stack([column.view(-1, group_size).sum(dim=1) for column in columns], dim=1)   # (P, 6)
+    return table[(table[:, 1] + table[:, 3]) > 0]
+
+
+def ratio_and_share(sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(..., 6) summed SUMS -> Lbar-/Lbar+ and token's share on positives (NaN where undefined)."""
+    with torch.no_grad():
+        ratio = (sums[..., 2] / sums[..., 3]) / (sums[..., 0] / sums[..., 1])
+        share = sums[..., 4] / (sums[..., 4] + sums[..., 5])
+    return ratio, share
+
+
+def bootstrap(sums: torch.Tensor, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+              level: float = BOOTSTRAP_LEVEL) -> dict:
+    """Percentile intervals of the ratio and token's share, resampling the groups (rows of `sums`,
+    (..., S, 6); leading dimensions are independent runs, as the simulation passes them) with
+    replacement. -> {"ratio": (..., 2), "share": (..., 2)}; a resample without both signs in the loss
+    has no ratio and is left out of its quantiles."""
+    generator = torch.Generator().manual_seed(seed)
+    *runs, count, _ = sums.shape
+    flat = sums.reshape(-1, count, 6)                                              # (R, S, 6)
+    chunk = max(1, 2_000_000 // max(1, flat.shape[0] * count))      # bounds the (R, n, S) draws
+    ratios, shares = [], []
+    for start in range(0, resamples, chunk):
+        n = min(chunk, resamples - start)
+        picks = torch.randint(0, count, (flat.shape[0], n, count), generator=generator)   # (R, n, S)
+        times = torch.zeros(picks.shape, dtype=flat.dtype).scatter_add_(2, picks, torch.ones(picks.shape,
+                                                                                          dtype=flat.dtype))
+        drawn = torch.bmm(times, flat)                   # (R, n, 6): each resample's sums, a group once per draw
+        ratio, share = ratio_and_share(drawn)
+        ratios.append(ratio)
+        shares.append(share)
+    tail = (1 - level) / 2
+    out = {}
+    for name, values in (("ratio", torch.cat(ratios, dim=1)), ("share", torch.cat(shares, dim=1))):
+        quantiles = torch.tensor([tail, 1 - tail], dtype=values.dtype)
+        out[name] = torch.nanquantile(values, quantiles, dim=1).T.reshape(*runs, 2)   # (..., 2)
+    return out
+
+
+def run_interval(batch: Placement) -> dict:
+    """The placement batch's groups with a signal, its ratio and token's share with their intervals."""
+    sums = group_sums(batch.advantages, batch.lengths, batch.group_size)
+    if sums.shape[0] == 0:
+        return {"groups": 0, "ratio": None, "share": None, "ratio_interval": None, "share_interval": None}
+    ratio, share = (None if math.isnan(v) else v for v in (x.item() for x in ratio_and_share(sums.sum(dim=0))))
+    bounds = bootstrap(sums)
+    def pair(values):
+        low, high = values.tolist()
+        return None if math.isnan(low) else (low, high)
+    return {"groups": sums.shape[0], "ratio": ratio, "share": share,
+            "ratio_interval": pair(bounds["ratio"]) if ratio is not None else None,
+            "share_interval": pair(bounds["share"]) if share is not None else None}
+
+
+def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     """The decision block and its numbers (for the JSON line)."""
     try:
         designs = registered_designs(repo)
     except OSError:
         return ("decision: the registered designs' reports (assets/ of a clone of this repository) are not "
-                "here, so this run is not placed against them"), {}
-    run = placement(summary, steps)
-    ratio = run["ratio"]
+                "here, so this run is not placed against them"), {"recommendation": "not placed"}
+    found = run_interval(batch)
+    spread = regime_stats(batch.advantages, batch.lengths)["std_over_mean"]
+    interval = found["ratio_interval"]
+    if interval is None and found["ratio"] is not None:
+        interval = (found["ratio"], found["ratio"])
     width = max([34] + [len(d.name) for d in designs])            # the names' column fits the longest
+    level = f"{BOOTSTRAP_LEVEL:.0%}"
     lines = ["decision: this run against the toy's registered designs",
-             f"  this run ({run['where']}): wrong/right (Lbar-/Lbar+) {_fmt(ratio)}, token's share on right answers "
-             f"{_fmt(run['share'], '.3f')}, length std/mean {_fmt(run['spread'])}",
-             f"  {'design':<{width}s} {'units':>5s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
-             f"{'std/mean':>9s}  {'balanced - token, last acc':<26s}  your ratio inside its units' range"]
+             f"  this run ({batch.where}): wrong/right (Lbar-/Lbar+) {_fmt(found['ratio'])}, token's share on right "
+             f"answers {_fmt(found['share'], '.3f')}, length std/mean {_fmt(spread)}"]
+    if found["ratio_interval"] is not None:
+        lines.append(f"  {level} intervals over its {found['groups']} groups with a signal (bootstrap, "
+                     f"{BOOTSTRAP_RESAMPLES} resamples of the groups, seed {BOOTSTRAP_SEED}): wrong/right "
+                     f"{_fmt_interval(found['ratio_interval'])}, token's share "
+                     f"{_fmt_interval(found['share_interval'], '.3f') if found['share_interval'] else 'n/a'}")
+    else:
+        lines.append(f"  groups with a signal: {found['groups']}; no interval")
+    lines.append(f"  {'design':<{width}s} {'units':>5s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
+                 f"{'std/mean':>9s}  {'balanced - token, last acc':<26s}  your interval against its units' range")
     for d in designs:
         lines.append(f"  {d.name:<{width}s} {len(d.ratios):>5d}  {_span(d.ratios):>18s}  "
                      f"{_span(d.shares, '.3f'):>22s}  {_span(d.spreads):>9s}  {headline(d):<26s}  "
-                     f"{'yes' if covers(d, ratio) else 'no'}")
+                     f"{place(d, interval)}")
     lines.append("  (a unit: one seed on one machine variant, its rules from one warm-up; the verdict column: not "
                  "detected (>= d) means a difference of d or more would have been seen at 80% power)")
     lines.append("  (a design's verdict is its average over units whose step-0 ratios span its range, not a "
                  "result at your ratio; your share and spread are printed, not used to place the run)")
-    covering = [d for d in designs if covers(d, ratio)]
+    lines.append("  (worlds: " + "; ".join(f"{w.name}: " + ", ".join(d.name for d in designs if d.world == w.name)
+                                          for w in WORLDS) + "; the designs of one world count once)")
+    covering = [d for d in designs if covers(d, interval)]
     lines.append("  what the designs covering your ratio found (primary rows; verdicts: holds, contradicted, "
                  "not detected):" if covering else "  no design's step-0 wrong/right range covers your ratio")
     for d in covering:
@@ -712,10 +995,19 @@ def format_decision(summary: dict, steps: list[dict], repo: str = REPO) -> tuple
             # an interaction row compares two levels: it is not a result at the run's ratio
             across = BETWEEN_LEVELS if " minus at " in f.row else ""
             lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}{across}")
-    rec = recommendation(designs, ratio)
+    kind, rec = recommendation(designs, interval, found["groups"])
     lines.append(rec)
-    numbers = {"placed_on": run["where"], "covering_designs": [d.name for d in covering],
-               "recommendation": rec.split(":", 1)[0] if rec.startswith("recommendation") else rec}
+
+    def rounded(values):
+        return None if values is None else [float(f"{v:.6g}") for v in values]
+    numbers = {"placed_on": batch.where, "groups_with_signal": found["groups"], "min_groups": MIN_SIGNAL_GROUPS,
+               "ratio": rounded([found["ratio"]])[0] if found["ratio"] is not None else None,
+               "ratio_interval": rounded(found["ratio_interval"]),
+               "share": rounded([found["share"]])[0] if found["share"] is not None else None,
+               "share_interval": rounded(found["share_interval"]),
+               "designs": {d.name: place(d, interval) for d in designs},
+               "worlds": sorted({d.world for d in covering}, key=[w.name for w in WORLDS].index),
+               "recommendation": kind, "recommendation_line": rec}
     return "\n".join(lines), numbers
 
 
@@ -738,13 +1030,14 @@ def run(path: str, adv_scale: str | None = None, out=print, figure: str | None =
     rows, run_id = read_lines(path, run_id)        # parsed and checked once: the file can be large
     summary = diagnose(path, adv_scale, rows, run_id)
     steps = diagnose_steps(path, adv_scale, rows)
-    decision, _ = format_decision(summary, steps)
+    decision, numbers = format_decision(placement_batch(path, rows, adv_scale))
+    summary["decision"] = numbers
     if figure and not steps:
         raise RolloutsError(f"{path}: --figure plots the bias per step, and no line has a 'step'")
     if steps:
         out(format_steps(path, steps, run_id))
         if figure:
-            title = f"{_named(os.path.basename(path), run_id)} ({adv_scale} advantages)"
+            title = f"{_named(os.path.basename(path), run_id)} ({_advantages_said(summary)})"
             out(f"figure: {plot_steps(steps, figure, title=title)}")
         out("")
     report = format_report(path, summary).split("\n")

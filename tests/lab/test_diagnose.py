@@ -79,8 +79,10 @@ def test_diagnose_applies_adv_scale_none_with_non_binary_rewards(tmp_path, capsy
         summaries[scale] = json.loads(out.strip().splitlines()[-1])
         for key, value in by_hand(rows, scale).items():
             assert summaries[scale][key] == pytest.approx(value, rel=1e-5), (scale, key)
-        # sum_i A_i = 0 in a group, so the sign-balanced rules split the weight evenly for any rewards
-        assert summaries[scale]["pos_share_balanced"] == pytest.approx(0.5, abs=1e-6)
+        # sum_i A_i = 0 in a group, so sequence splits the weight evenly for any rewards (balanced too
+        # where its signs weigh by advantage mass, not by counts: graded rewards tell the two forms apart)
+        assert summaries[scale]["pos_share_sequence"] == pytest.approx(0.5, abs=1e-6)
+        assert "identities here" not in out                     # graded rewards: no identity is claimed
     assert summaries["none"]["token_loss_at_ratio_one"] != pytest.approx(summaries["std"]["token_loss_at_ratio_one"])
 
 
@@ -303,7 +305,7 @@ def regime_v4_token_runs():
 def test_regime_v4s_two_levels_are_read_with_every_seed_on_both_variants_from_the_token_runs():
     designs = {d.name: d for d in diagnose.registered_designs()}
     v4 = [name for name in designs if name.startswith("regime-v4")]
-    assert v4 == ["regime-v4 weak (regime-v4-weak)", "regime-v4 strong (regime-v4-strong)"]
+    assert sorted(v4) == ["regime-v4 strong (regime-v4-strong)", "regime-v4 weak (regime-v4-weak)"]
     ratios, units = regime_v4_token_runs()
     seeds = {int(unit.split("-")[0][1:]) for _, unit in units}
     variants = {unit.split("-", 1)[1] for _, unit in units}
@@ -334,21 +336,22 @@ def test_a_run_inside_regime_v4_strongs_range_lists_the_interaction_with_the_rep
             "not a result at your ratio)") in block.splitlines()
     assert f"{weak.name}:" not in block                                     # weak does not cover it
     table_row = next(line for line in block.splitlines() if line.strip().startswith(strong.name))
-    assert table_row.split()[3] == "98" and diagnose.headline(strong) in table_row and table_row.endswith(" yes")
+    assert table_row.split()[3] == "98" and diagnose.headline(strong) in table_row and table_row.endswith(" inside")
 
 
 def test_each_band_design_has_one_step0_ratio_and_one_token_share_per_run():
     import re
-    for design in diagnose.registered_designs()[:3]:
+    for design in [d for d in diagnose.registered_designs() if d.source.endswith("consequences.md")]:
         header = open(f"{diagnose.REPO}/{design.source}").readline()
         seeds = int(re.search(r"(\d+) (?:of its \d+ registered )?seeds", header).group(1))
         assert len(design.ratios) == len(design.shares) == len(design.spreads) == 2 * seeds, design.name
         assert design.findings and all(f.word in ("holds", "contradicted", "not detected") for f in design.findings)
 
 
-def rollouts_at(ratio, groups=6, right=100):
+def rollouts_at(ratio, groups=diagnose.MIN_SIGNAL_GROUPS, right=100):
     """Binary-reward groups of G = 4, two right answers of `right` tokens and two wrong ones of
-    round(ratio * right): Lbar-/Lbar+ = that ratio to within 0.01."""
+    round(ratio * right): Lbar-/Lbar+ = that ratio to within 0.01. The groups are identical, so the
+    interval is the ratio itself: a run placed exactly."""
     wrong = round(ratio * right)
     return [{"group": g, "reward": r, "length": right if r else wrong} for g in range(groups) for r in (1, 0, 1, 0)]
 
@@ -368,7 +371,7 @@ def test_a_run_inside_a_designs_range_is_placed_there_with_the_designs_verdicts(
     middle = (min(design.ratios) + max(design.ratios)) / 2
     block = decision_of(tmp_path, capsys, rollouts_at(middle))
     table_row = next(line for line in block.splitlines() if line.strip().startswith(design.name))
-    assert table_row.endswith("yes") and diagnose.headline(design) in table_row
+    assert table_row.endswith("inside") and diagnose.headline(design) in table_row
     assert diagnose.headline(design).split(" (")[0] in ("holds", "contradicted", "not detected", "no such primary row")
     for finding in design.findings:
         assert f"{design.name}: {finding.row}: {finding.verdict}" in block
@@ -383,7 +386,7 @@ def test_a_run_outside_every_designs_range_gets_no_registered_design_covers_this
     low, high = min(min(d.ratios) for d in designs), max(max(d.ratios) for d in designs)
     block = decision_of(tmp_path, capsys, rollouts_at(low * 0.8 if side == "below" else high * 1.2))
     table = [line for line in block.splitlines() if line.strip().startswith(tuple(d.name for d in designs))]
-    assert len(table) == len(designs) and all(line.endswith(" no") for line in table)
+    assert len(table) == len(designs) and all(line.endswith(" outside") for line in table)
     assert block.splitlines()[-1].startswith("recommendation: no registered design covers this range")
 
 
@@ -406,9 +409,10 @@ def test_a_run_with_steps_is_placed_by_its_first_step(tmp_path, capsys):
 
 def test_without_the_registered_reports_the_decision_says_so_in_one_line(tmp_path):
     """An installed package has no assets/: the run is not placed, and nothing is invented."""
-    report = diagnose.diagnose(write_lines(tmp_path / "r.jsonl", rollouts_at(2.0)))
-    block, numbers = diagnose.format_decision(report, [], repo=str(tmp_path))
-    assert "\n" not in block and "are not here" in block and numbers == {}
+    path = write_lines(tmp_path / "r.jsonl", rollouts_at(2.0))
+    block, numbers = diagnose.format_decision(diagnose.placement_batch(path, diagnose.read_lines(path)[0]),
+                                              repo=str(tmp_path))
+    assert "\n" not in block and "are not here" in block and numbers == {"recommendation": "not placed"}
 
 
 def test_regime_reports_first_lines_give_their_seeds_and_a_line_without_them_is_refused(tmp_path):
@@ -437,13 +441,204 @@ def test_a_design_without_a_balanced_token_row_adds_no_vote_to_the_recommendatio
         for ratio in (1.5, 2.0):                      # inside both v4 levels' ranges, or v4 strong's, and A's
             assert sum(diagnose.covers(d, ratio) for d in v4) == (2 if ratio == 1.5 else 1)
             assert diagnose.recommendation(others + v4, ratio) == diagnose.recommendation(others, ratio)
-    alone = diagnose.recommendation(v4, max(v4[1].ratios) - 0.05)
-    assert alone.startswith("recommendation: none from the toy") and v4[1].name in alone
+    kind, alone = diagnose.recommendation(v4, max(v4[1].ratios) - 0.05)
+    assert kind == "none from the toy" and alone.startswith("recommendation: none from the toy") and v4[1].name in alone
 
 
 def test_a_not_detected_design_is_neither_a_disagreement_nor_a_reason_to_keep_a_rule():
-    mixed = diagnose.recommendation([_design("A", "holds", 0.05), _design("B", "not detected", 0.01)], 2.0)
-    assert "designs at your ratio differ" not in mixed and "never compared with each other" in mixed and "holds in A" in mixed
-    silent = diagnose.recommendation([_design("B", "not detected", 0.01)], 2.0)
+    kind, mixed = diagnose.recommendation([_design("A", "holds", 0.05), _design("B", "not detected", 0.01)], 2.0)
+    assert kind == "test balanced" and "never compared with each other" in mixed and "A (A: holds)" in mixed
+    kind, silent = diagnose.recommendation([_design("B", "not detected", 0.01)], 2.0)
+    assert kind == "compare the rules"
     assert "no reason" not in silent and "not evidence that the rules are equal" in silent
     assert all("scope: the toy's worlds" in r for r in (mixed, silent))
+
+
+# =====================================================================================
+# Issue 76: an interval, a minimum number of groups, worlds counted once, masked runs read right
+# =====================================================================================
+
+
+def spread_rollouts(ratio, groups=diagnose.MIN_SIGNAL_GROUPS, right=1000):
+    """Binary groups of G = 4 (two right, two wrong) whose lengths vary from group to group while
+    Lbar-/Lbar+ stays exactly round(ratio * right) / right: a run with a real interval."""
+    wrong = round(ratio * right)
+    lines = []
+    for g in range(groups):
+        step = 2 * g - (groups - 1)                                   # sums to 0 over the groups
+        for reward, length in ((1, right - 6 * step), (0, wrong + 25 * step)) * 2:
+            lines.append({"group": g, "reward": reward, "length": length})
+    return lines
+
+
+def decision_json(tmp_path, capsys, lines, name="r.jsonl"):
+    code, out, err = run_diagnose(capsys, write_lines(tmp_path / name, lines))
+    assert code == 0, err
+    return out, json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_interval_is_the_bootstrap_of_the_same_ratio_and_share_the_report_prints(tmp_path, capsys):
+    out, summary = decision_json(tmp_path, capsys, spread_rollouts(2.5))
+    decision = summary["decision"]
+    assert decision["groups_with_signal"] == diagnose.MIN_SIGNAL_GROUPS
+    assert decision["ratio"] == pytest.approx(summary["neg_over_pos"], rel=1e-5) == pytest.approx(2.5, rel=1e-5)
+    assert decision["share"] == pytest.approx(summary["pos_share_token"], rel=1e-5)
+    low, high = decision["ratio_interval"]
+    assert low < 2.5 < high and high - low > 0.05                    # the groups differ: a real width
+    low, high = decision["share_interval"]
+    assert low < decision["share"] < high
+    assert f"wrong/right [{decision['ratio_interval'][0]:.2f}, {decision['ratio_interval'][1]:.2f}]" in out
+    _, again = decision_json(tmp_path, capsys, spread_rollouts(2.5), "again.jsonl")
+    assert again["decision"] == decision                             # seeded: the same file, the same interval
+    # identical groups: every resample is the run itself, so the interval is the point
+    _, flat = decision_json(tmp_path, capsys, rollouts_at(2.5), "flat.jsonl")
+    assert flat["decision"]["ratio_interval"][0] == pytest.approx(flat["decision"]["ratio_interval"][1])
+
+
+def test_the_bootstrap_resamples_whole_groups_as_a_plain_python_resample_does():
+    """One resample by hand (plain Python over the groups' own numbers) against ratio_and_share of the
+    group sums with the same picks."""
+    rows = spread_rollouts(2.0, groups=5)
+    rewards = torch_tensor([r["reward"] for r in rows])
+    lengths = torch_tensor([r["length"] for r in rows])
+    from grpo_ba import group_advantages
+    sums = diagnose.group_sums(group_advantages(rewards, 4), lengths, 4)
+    picks = [0, 0, 3, 4, 4]
+    groups = [rows[4 * g:4 * g + 4] for g in picks]
+    right = [r["length"] for g in groups for r in g if r["reward"] == 1]
+    wrong = [r["length"] for g in groups for r in g if r["reward"] == 0]
+    ratio, share = diagnose.ratio_and_share(sums[picks].sum(dim=0))
+    assert ratio.item() == pytest.approx(statistics.fmean(wrong) / statistics.fmean(right), rel=1e-9)
+    # token: a group's weight on each side is |A| L / sum_j L_j, the side's |A| equal within a binary group of 2 + 2
+    pos = sum(sum(r["length"] for r in g if r["reward"] == 1) / sum(r["length"] for r in g) for g in groups)
+    neg = sum(sum(r["length"] for r in g if r["reward"] == 0) / sum(r["length"] for r in g) for g in groups)
+    assert share.item() == pytest.approx(pos / (pos + neg), rel=1e-5)
+
+
+def torch_tensor(values):
+    import torch
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def test_one_group_or_fewer_than_the_minimum_gets_no_recommendation_and_says_why(tmp_path, capsys):
+    for groups in (1, diagnose.MIN_SIGNAL_GROUPS - 1):
+        out, summary = decision_json(tmp_path, capsys, spread_rollouts(2.5, groups=groups), f"g{groups}.jsonl")
+        line = out.split("decision:")[1].rstrip("\n").split("\n")[-2]
+        assert line.startswith(f"recommendation: none: {groups} group") and "fewer than the" in line
+        assert summary["decision"]["recommendation"] == "too few groups"
+        assert summary["decision"]["recommendation_line"] == line
+    _, summary = decision_json(tmp_path, capsys, spread_rollouts(2.5), "enough.jsonl")
+    assert summary["decision"]["recommendation"] != "too few groups"
+
+
+@pytest.mark.parametrize("near", [(1.88, 1.89), "top"])
+def test_a_run_at_demo_bands_top_gets_the_same_decision_on_either_side_of_it(tmp_path, capsys, near):
+    """Issue 76: 1.88 said "test balanced", 1.89 "try balanced". With the interval both are borderline
+    for demo-band-v3 and the recommendation is one."""
+    demo = next(d for d in diagnose.registered_designs() if d.name == "demo-band-v3")
+    top = max(demo.ratios)
+    below, above = (top - 0.005, top + 0.005) if near == "top" else near
+    assert below <= top < above or near != "top"
+    decisions = []
+    for ratio in (below, above):
+        _, summary = decision_json(tmp_path, capsys, spread_rollouts(ratio), f"r{ratio}.jsonl")
+        decisions.append(summary["decision"])
+    assert [d["designs"]["demo-band-v3"] for d in decisions] == ["borderline", "borderline"]
+    assert decisions[0]["recommendation"] == decisions[1]["recommendation"] == "test balanced"
+    assert all("borderline: your interval" in d["recommendation_line"] and "demo-band-v3 (its range" in
+               d["recommendation_line"] for d in decisions)
+    # the control: placed by the ratio alone (identical groups, no width), the two sides do differ
+    exact = [decision_json(tmp_path, capsys, rollouts_at(r, right=1000), f"x{r}.jsonl")[1]["decision"]
+             for r in (top - 0.005, top + 0.005)]
+    assert [d["designs"]["demo-band-v3"] for d in exact] == ["inside", "outside"]
+
+
+def test_designs_that_share_a_world_count_once_and_the_scope_says_how_it_was_chosen(tmp_path, capsys):
+    designs = diagnose.registered_designs()
+    named = [entry for world in diagnose.WORLDS for entry in world.designs]
+    assert len(designs) == len(named) == len({d.name for d in designs})          # each design in one world
+    gap30 = diagnose.WORLDS[0]
+    assert {d.name for d in designs if d.world == gap30.name} >= {"strong-band-v3", "endless-band-v3",
+                                                                  "regime-v3 strong (regime-strong)"}
+    ratio = 3.0                                                     # inside the gap-30 world's designs only
+    assert {d.world for d in designs if diagnose.covers(d, ratio)} == {gap30.name}
+    kind, line = diagnose.recommendation(designs, ratio, diagnose.MIN_SIGNAL_GROUPS)
+    assert kind == "try balanced" and "1 world:" in line and "3 designs of one world, counted once" in line
+    assert line.count(gap30.name) == 2 and gap30.chosen in line.split("; scope: ")[1]
+    assert "pilot's accuracies were seen" in line
+    # two made-up designs of one world are one vote; in two worlds, two
+    one = [_design("A", "holds", 0.05)._replace(world="W"), _design("B", "holds", 0.04)._replace(world="W")]
+    assert len(diagnose.world_votes(one, 2.0)) == 1 and "1 world:" in diagnose.recommendation(one, 2.0)[1]
+    two = [one[0], one[1]._replace(world="V")]
+    assert len(diagnose.world_votes(two, 2.0)) == 2 and "2 worlds:" in diagnose.recommendation(two, 2.0)[1]
+
+
+def test_a_new_world_is_one_entry_and_is_read_as_its_own_world(monkeypatch):
+    """A design with a report in a world of its own (the blind design, once it has one) is one WORLDS entry."""
+    band = diagnose.WORLDS[1].designs[0]                              # any band report, as a stand-in
+    monkeypatch.setattr(diagnose, "WORLDS", diagnose.WORLDS + (
+        diagnose.World("a new world", "registered before any run", (band._replace(name="new-design"),)),))
+    designs = {d.name: d for d in diagnose.registered_designs()}
+    assert designs["new-design"].world == "a new world"
+    votes = dict(diagnose.world_votes(list(designs.values()), designs["new-design"].ratios[0]))
+    assert [d.name for d, _ in votes["a new world"]] == ["new-design"]
+
+
+def test_a_masked_run_reads_its_lengths_ratio_spread_and_shares_over_the_responses_in_the_loss(tmp_path, capsys):
+    """The longest wrong answers masked to length 0 (as mask_truncated_completions leaves them): the ratio,
+    the spread and the shares are over the other responses, the count of length 0 is printed, and no
+    identity is claimed, since the masked ones take their advantage out of the loss."""
+    rows = [("a", 1, 6), ("a", 0, 0), ("a", 1, 5), ("a", 0, 23), ("b", 1, 7), ("b", 0, 15), ("b", 0, 0),
+            ("b", 0, 8), ("c", 1, 4), ("c", 1, 9), ("c", 0, 30), ("c", 1, 6)]
+    code, out, _ = run_diagnose(capsys, write_rollouts(tmp_path / "masked.jsonl", rows))
+    assert code == 0
+    summary = json.loads(out.strip().splitlines()[-1])
+    kept = [n for _, _, n in rows if n > 0]
+    assert summary["n_length_zero"] == 2 and "responses of length 0 (no token in the loss" in out
+    assert summary["std_over_mean"] == pytest.approx(statistics.pstdev(kept) / statistics.fmean(kept), rel=1e-5)
+    assert summary["len_mean"] == pytest.approx(statistics.fmean(kept), rel=1e-6)
+    expected = by_hand([row for row in rows if row[2] > 0])                # shares: the masked ones weigh nothing
+    assert summary["len_neg"] / summary["len_pos"] == pytest.approx(summary["neg_over_pos"], rel=1e-6)
+    assert summary["neg_over_pos"] == pytest.approx(
+        statistics.fmean([15, 23, 8, 30]) / statistics.fmean([6, 5, 7, 4, 9, 6]), rel=1e-6)
+    assert summary["shares_are_identities"] is False and "identities here" not in out
+    assert "no identity here: 2 responses of length 0" in out
+    assert summary["pos_share_sequence"] != pytest.approx(0.5, abs=1e-3)   # measured, not 1/2
+    assert summary["decision"]["share"] == pytest.approx(summary["pos_share_token"], rel=1e-5)
+    assert expected["n_groups"] == 3
+    unmasked = json.loads(run_diagnose(capsys, write_rollouts(tmp_path / "plain.jsonl", LONG_WRONG))[1]
+                          .strip().splitlines()[-1])
+    assert unmasked["shares_are_identities"] is True and unmasked["n_length_zero"] == 0
+
+
+def test_the_figures_title_names_the_advantages_used_when_no_flag_is_given(tmp_path, capsys, monkeypatch):
+    titles = []
+    monkeypatch.setattr(diagnose, "plot_steps", lambda steps, png, title="": titles.append(title) or png)
+    path = write_runs(tmp_path / "one.jsonl", {"run-a": FIRST_RUN})
+    assert run_diagnose(capsys, path, "--figure", str(tmp_path / "b.png"))[0] == 0
+    assert run_diagnose(capsys, path, "--figure", str(tmp_path / "b.png"), "--adv-scale", "none")[0] == 0
+    assert titles == ["one.jsonl, run run-a (std scaling, population std + 1e-06 advantages)",
+                      "one.jsonl, run run-a (none scaling advantages)"]
+
+
+def test_the_minimum_is_the_committed_simulations_and_the_page_shows_its_table():
+    import os
+    import re
+    with open(os.path.join(diagnose.REPO, "assets/diagnose-min-groups/table.txt")) as f:
+        table = f.read()
+    assert int(re.search(r"^minimum: (\d+) groups", table, re.M).group(1)) == diagnose.MIN_SIGNAL_GROUPS
+    with open(os.path.join(diagnose.REPO, "docs/diagnose.md")) as f:
+        page = f.read()
+    shown = "\n".join("    " + line if line else "" for line in table.rstrip("\n").split("\n"))
+    assert shown in page                                              # the page shows the committed output
+
+
+def test_the_simulations_cells_come_from_diagnoses_own_bootstrap():
+    """A cheap cell of the simulation: one group never covers (its interval has no width)."""
+    import torch
+    from grpo_ba_lab.analysis import diagnose_min_groups as simulation
+    generator = torch.Generator().manual_seed(1)
+    pool = simulation.population(4, 1.9, 0.4, generator)
+    assert pool.shape == (simulation.POOL, 6)
+    found = simulation.coverage(pool, 1, generator)
+    assert found["ratio"] == (0.0, 0.0) and found["share"] == (0.0, 0.0)
