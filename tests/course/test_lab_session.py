@@ -159,3 +159,95 @@ def test_the_prelab_output_shown_names_every_check():
     assert "python -m exercises.prelab_check" in session
     for name, _ in prelab_check.CHECKS:
         assert f"ok    {name}: " in session, name
+
+
+# ------------------------------------------------------------------ the students' questions (issue 75)
+
+def questions():
+    """lab-session.md's "Questions students ask": {the question, bold: its answer, on one line}."""
+    section = read("docs/lab-session.md").split("## Questions students ask", 1)[1].split("\n## ", 1)[0]
+    found = re.findall(r"\*\*(.+?)\*\*(.*?)(?=\n\n|\Z)", section, flags=re.S)
+    return {question: " ".join(answer.split()) for question, answer in found}
+
+
+def answer_to(words):
+    return next(answer for question, answer in questions().items() if words in question)
+
+
+def test_the_students_questions_are_each_answered_and_the_other_pages_point_there():
+    asked = list(questions())
+    for words in ("another seed train first", "accuracy band", "rerun overwrite", "may be deleted",
+                  'sign_weights(..., "token")'):
+        assert any(words in question for question in asked), words
+    for page in ("docs/handout.md", "docs/teaching.md", "docs/lab-session-answers.md"):
+        assert '"Questions students ask"' in read(page), page
+
+
+def test_the_warm_up_answer_gives_the_designs_steps_and_a_committed_time():
+    from toy_tasks import designs
+    said = answer_to("another seed train first")
+    assert f"{designs.warmup_steps('demo')} supervised steps in the demo's world" in said
+    assert f"({designs.warmup_steps('long-right')} in `long-right`'s)" in said
+    seconds = re.search(r"(\d+)-step warm-up took (\d+) s", said)
+    log = read("assets/lab-plan-times/log.txt")
+    assert int(seconds.group(1)) == designs.warmup_steps("long-right")
+    assert f"design long-right, seed 80: trained now ({seconds.group(2)} s)" in log     # the committed log's
+    assert "longer than the GRPO steps" in said and "demo-s22.safetensors" in said
+    assert list(designs.DESIGNS["demo"]["shipped"]) == [22]
+
+
+def test_the_band_answer_is_the_designs_band_and_seed_22s_shipped_start():
+    from toy_tasks import designs
+    said = answer_to("accuracy band")
+    assert f"[{designs.BAND[0]:.2f}, {designs.BAND[1]:.2f}]" in said
+    start = f"{designs.DESIGNS['demo']['step0']['accuracy']:.3f}"
+    assert f"stopped at step 470, at {start}" in said
+    assert f"stopped at step 470 at greedy accuracy {start}" in read("docs/toy-designs.md")
+    assert "with no accuracy band" in said
+    with open(os.path.join(ROOT, "toy_tasks", "model.py")) as f:
+        assert "with no accuracy band" in f.read()                    # the line a trained warm-up prints
+
+
+@pytest.mark.slow                                     # two 1-step runs of the toy
+def test_the_rerun_answer_says_what_the_code_does(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--aggregator", "token", "--steps", "1", "--prompts-per-step", "2", "--group-size", "2",
+            "--eval-every", "1000", "--eval-prompts", "2", "--max-new-tokens", "8", "--threads", "1",
+            "--output-dir", "run"]
+    assert grpo_ba.main(tiny) == 0
+    first = read_json_lines(tmp_path / "run" / "metrics.jsonl")
+    code = grpo_ba.main(tiny[:-2] + ["--lr", "3e-4", "--output-dir", "run"])      # the same folder again
+    capsys.readouterr()
+    said = answer_to("rerun overwrite")
+    replaced = code == 0 and len(read_json_lines(tmp_path / "run" / "metrics.jsonl")) == len(first)
+    with open(tmp_path / "run" / "args.json") as f:
+        replaced = replaced and '"lr": 0.0003' in f.read()
+    assert replaced == ("replaces it without asking" in said), (code, said)
+    assert "grpo_ba_support/run.py" in said
+
+
+def read_json_lines(path):
+    with open(path) as f:
+        return [line for line in f if line.strip()]
+
+
+def test_the_delete_answer_keeps_the_shipped_warm_up_and_names_the_cache():
+    said = answer_to("may be deleted")
+    assert "`runs/`" in said and "`~/.cache/grpo_ba`" in said and "`$GRPO_BA_CACHE`" in said
+    assert "Not `toy_tasks/warmups/`" in said
+
+
+def test_sign_weights_by_name_measures_grpo_bas_rule_and_a_function_measures_that_function():
+    said = answer_to('sign_weights(..., "token")')
+    assert "not the `aggregate_token` in the student's `exercises/math_core.py`" in said
+    assert grpo_ba.aggregator_function("token") is grpo_ba.aggregate_token
+    mask = grpo_ba.mask_from_lengths(torch.tensor(WORKED_LENGTHS))
+    advantages = grpo_ba.group_advantages(torch.tensor([1.0, 0.0, 1.0, 0.0]), 4)
+    by_name = grpo_ba.sign_weights(mask, advantages, 4, "token")
+    own = grpo_ba.sign_weights(mask, advantages, 4, grpo_ba.aggregate_sequence)    # "your" rule, passed
+    assert torch.allclose(by_name[0], torch.tensor(0.3)) and torch.allclose(own[0], torch.tensor(0.5))
+
+
+def test_the_answers_page_says_balanced_loss_is_zero_up_to_rounding():
+    answers = " ".join(read("docs/lab-session-answers.md").split())
+    assert "0 to 8 decimals" not in answers and "`pg_loss` 0 up to float32 rounding" in answers
