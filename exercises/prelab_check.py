@@ -67,8 +67,8 @@ def check_python_and_packages() -> str:
     if sys.version_info < (3, 10):
         raise CheckFailed(f"Python {sys.version.split()[0]}; the course needs 3.10 or newer")
     missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
-    if missing:
-        raise CheckFailed(f"missing {', '.join(missing)}: {INSTALL}")
+    if missing:              # where it looked: this interpreter, which may not be the one installed into
+        raise CheckFailed(f"missing {', '.join(missing)} in the Python at {sys.executable}: {INSTALL}")
     from importlib.metadata import PackageNotFoundError, version
     versions = []
     for name in PACKAGES:
@@ -86,6 +86,9 @@ def check_course_imports() -> str:
         try:
             importlib.import_module(module)
         except Exception as err:                  # noqa: BLE001 - any import error is the answer
+            if getattr(err, "name", None) == module:  # the course's own file is not there
+                raise CheckFailed(f"import {module}: no {module} in {ROOT}; run the check from a whole "
+                                  f"copy of the course") from None
             raise CheckFailed(f"import {module}: {type(err).__name__}: {err}; {INSTALL}") from None
     return "grpo_ba, verifier, toy_tasks"
 

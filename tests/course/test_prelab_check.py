@@ -63,6 +63,21 @@ def test_prelab_check_names_a_missing_package_and_the_install_command(monkeypatc
     assert code == 1
     line = by_check["FAIL  packages"]
     assert "missing no_such_package_x" in line and "pip install -r requirements.txt" in line
+    assert f"in the Python at {sys.executable}" in line                 # where it looked
+
+
+def test_a_missing_course_file_says_where_the_check_looked(monkeypatch):
+    import importlib
+    real = importlib.import_module
+
+    def without_verifier(name, *args):
+        if name == "verifier":
+            raise ModuleNotFoundError("No module named 'verifier'", name="verifier")
+        return real(name, *args)
+    monkeypatch.setattr(prelab_check.importlib, "import_module", without_verifier)
+    with pytest.raises(prelab_check.CheckFailed) as failed:
+        prelab_check.check_course_imports()
+    assert str(failed.value) == f"import verifier: no verifier in {ROOT}; run the check from a whole copy of the course"
 
 
 def test_prelab_check_catches_a_verifier_that_misjudges(monkeypatch):
