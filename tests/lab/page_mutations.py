@@ -8,7 +8,9 @@ number or count (d -> d+1 mod 10), or a verdict word swapped for each of the oth
 caught when it reports a problem. Tokens whose anchor says `-` (from no report: timings,
 flags, a threshold) are counted apart: the checker reads nothing for them. Scope mutations
 insert, after a heading, a sentence that relates two registered designs (a verdict word, a
-causal or change verb, "contradicts") or a line of stray text; each must be reported."""
+causal or change verb, "contradicts") or a line of stray text; each must be reported. Claim
+mutations insert a sentence quoting a result of strong-band's world without its selection, or
+one saying more ran on a GPU than the committed logs show; each must be reported."""
 from __future__ import annotations
 
 import os
@@ -106,6 +108,39 @@ def count_scope(pages) -> dict:
     return counts
 
 
+# Selection and GPU mutations (issue 74): a sentence that quotes a result of strong-band's world
+# without its selection, or says more ran on a GPU than the logs show, inserted after a heading.
+SELECTION_SENTENCES = ("In `strong-band`'s world balanced's lead over token holds.",
+                       "At gap 30 token - sequence is not detected.",
+                       "`endless-band`'s last-accuracy primary holds.")
+GPU_SENTENCES = ("The 7B preset fits an 80 GB GPU with room to spare.",
+                 "`static` or `paged` samples the same tokens faster.",
+                 "`python -m pytest tests/lab/test_gpu.py` on the H200: 3 passed.")
+
+
+def count_claims(pages, headings: int = 3) -> dict:
+    """{page: Counter(claims, claims_caught)} over every selection and GPU sentence inserted after
+    one of a page's first `headings` headings, on each page that passes both checkers as it is."""
+    counts = {}
+    for page in pages:
+        text = _read(page)
+        if pn.selection_problems(text, page) or pn.gpu_claim_problems(text, page):
+            continue                                   # a page still to be fixed: nothing to mutate
+        plain, at, spots = pn.prose(text), 0, []
+        for line in plain.split("\n"):
+            at += len(line) + 1
+            if line.startswith("#") and len(spots) < headings:
+                spots.append(at - 1)
+        tally = counts.setdefault(page, Counter())
+        for spot in spots:
+            for sentence in SELECTION_SENTENCES + GPU_SENTENCES:
+                changed = text[:spot] + f"\n\n{sentence}\n" + text[spot:]
+                tally["claims"] += 1
+                tally["claims_caught"] += bool(pn.selection_problems(changed, page) or
+                                               pn.gpu_claim_problems(changed, page))
+    return counts
+
+
 def main() -> int:
     from test_page_numbers import FRAGMENTS, SCOPE_PAGES, anchored_pages
     scope = count_scope(SCOPE_PAGES)
@@ -120,7 +155,11 @@ def main() -> int:
     print(f"all pages: {total['checked_caught']} of {total['checked']} changes caught; "
           f"{total['exempt']} changes to tokens from no report ({total['exempt_caught']} caught)")
     scope_missed = sum(t["scope"] - t["scope_caught"] for t in scope.values())
-    return 0 if total["checked_caught"] == total["checked"] and not scope_missed else 1
+    claims = count_claims(SCOPE_PAGES)
+    claims_missed = sum(t["claims"] - t["claims_caught"] for t in claims.values())
+    print(f"selection and GPU sentences: {sum(t['claims_caught'] for t in claims.values())} of "
+          f"{sum(t['claims'] for t in claims.values())} insertions caught on {len(claims)} pages")
+    return 0 if total["checked_caught"] == total["checked"] and not scope_missed and not claims_missed else 1
 
 
 if __name__ == "__main__":

@@ -31,3 +31,12 @@ def test_every_inserted_relation_between_two_designs_and_every_stray_line_is_cau
     for page, tally in counts.items():
         assert tally["scope"] > 0, page                          # every page has a heading
         assert tally["scope_caught"] == tally["scope"], (page, tally)
+
+
+def test_every_inserted_unselected_result_or_unrun_gpu_claim_is_caught():
+    from test_page_numbers import SELECTION_PAGES
+    counts = page_mutations.count_claims(SELECTION_PAGES)
+    assert set(SELECTION_PAGES) <= set(counts)                   # every page is mutated
+    for page, tally in counts.items():
+        assert tally["claims"] > 0, page
+        assert tally["claims_caught"] == tally["claims"], (page, tally)
