@@ -26,12 +26,16 @@ Advantages as the trainer that wrote the file computed them: lines may carry `ad
 (TRL 1.16: 1e-4; grpo_ba and verl: 1e-6); TRL's dump_rollouts writes all three. Lines without
 them are grpo_ba's (population std, eps 1e-6); --adv-scale overrides the file's scale.
 
-The report ends with a decision: where the run sits (its step-0 wrong/right length ratio,
-token's share on right answers, the length spread) against the ranges of the toy's registered
-designs (assets/*-v3, and regime-v4's two levels, a token - sequence design with no balanced runs),
-what each design whose ratio range covers the run found (its primary rows, each with its verdict:
-holds, contradicted, not detected with the detectable size), and a one-line recommendation
-whose scope is those toy worlds ("no registered design covers this range" outside all of them).
+The report ends with a decision: where the run sits (its step-0 wrong/right length ratio with a
+95% bootstrap interval over its groups, token's share on right answers with its interval, the
+length spread) against the ranges of the toy's registered designs (assets/*-v3, and regime-v4's
+two levels, a token - sequence design with no balanced runs): inside a design's range, outside it,
+or borderline (the interval crosses an edge), what each covering design found (its primary rows,
+each with its verdict: holds, contradicted, not detected with the detectable size), and a one-line
+recommendation that counts the designs of one world once (WORLDS), says how each world it quotes
+was chosen, and whose scope is those toy worlds. Below MIN_SIGNAL_GROUPS groups with a signal it
+makes none (the simulation: grpo_ba_lab/analysis/diagnose_min_groups.py). The JSON line carries
+the decision. Lengths, ratio, spread and shares are over the responses in the loss (length > 0).
 
 Every number comes from grpo_ba's own functions, never from a formula typed twice:
 advantages from `group_advantages`, the per-sign gradient weights from `sign_weights`
@@ -1031,7 +1035,6 @@ def run(path: str, adv_scale: str | None = None, out=print, figure: str | None =
     summary = diagnose(path, adv_scale, rows, run_id)
     steps = diagnose_steps(path, adv_scale, rows)
     decision, numbers = format_decision(placement_batch(path, rows, adv_scale))
-    summary["decision"] = numbers
     if figure and not steps:
         raise RolloutsError(f"{path}: --figure plots the bias per step, and no line has a 'step'")
     if steps:
@@ -1040,7 +1043,7 @@ def run(path: str, adv_scale: str | None = None, out=print, figure: str | None =
             title = f"{_named(os.path.basename(path), run_id)} ({_advantages_said(summary)})"
             out(f"figure: {plot_steps(steps, figure, title=title)}")
         out("")
-    report = format_report(path, summary).split("\n")
+    report = format_report(path, {**summary, "decision": numbers}).split("\n")   # the JSON line carries it
     out("\n".join(report[:-1] + ["", decision, report[-1]]))    # the JSON line stays last
     return summary
 

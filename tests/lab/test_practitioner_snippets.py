@@ -92,6 +92,13 @@ CHECKS = {
     ("docs/diagnose.md", "cat > rollouts.jsonl <<'EOF'"): "shell",
     ("docs/diagnose.md", "rollouts.jsonl: 8 responses in 2 groups of 4 (advantages: std scaling, population std "
                          "+ 1e-06; the whole file as one batch)"): "output: of cat > rollouts.jsonl",
+    ("docs/diagnose.md", "python - <<'EOF'"): "shell",
+    ("docs/diagnose.md", "95% intervals over its 32 groups with a signal (bootstrap, 2000 resamples of the groups, "
+                         "seed 0): wrong/right [2.08, 2.62], token's share [0.278, 0.326]"): "output: of python - <<'EOF'",
+    ("docs/diagnose.md", "diagnose's bootstrap interval (95%, 2000 resamples) against the number of groups with a "
+                         "signal; 400 simulated runs per cell, seed 20261207"):
+        "output: of python -m grpo_ba_lab.analysis.diagnose_min_groups, compared with its committed "
+        "assets/diagnose-min-groups/table.txt by tests/lab/test_diagnose.py",
     ("docs/diagnose.md", "python -m grpo_ba_lab.analysis.diagnose completions.jsonl --figure bias.png   "
                          "# --adv-scale none: Dr. GRPO"): "shell",
     ("docs/diagnose.md", "python -m grpo_ba_lab.analysis.diagnose rollouts.jsonl"): "shell",
@@ -204,6 +211,14 @@ def test_the_diagnose_pages_example_prints_what_the_page_shows(tmp_path):
     assert printed.rstrip("\n").split("\n") == [line.rstrip() for line in page_block(*shown).split("\n")]
     first = "python -m grpo_ba_lab.analysis.diagnose rollouts.jsonl      # --adv-scale none for Dr. GRPO advantages"
     assert bash(page_block("docs/diagnose.md", first), tmp_path).stdout == printed   # the same file, the same report
+
+
+@pytest.mark.slow                                 # python -m subprocesses
+def test_the_diagnose_pages_32_group_example_prints_its_interval_and_recommendation(tmp_path):
+    printed = bash(page_block("docs/diagnose.md", "python - <<'EOF'"), tmp_path).stdout
+    shown = [key for key in CHECKS if key[0] == "docs/diagnose.md" and key[1].startswith("95% intervals over its 32")][0]
+    assert printed.rstrip("\n").split("\n") == page_block(*shown).split("\n")
+    assert printed.split("\n")[1].startswith("recommendation: try balanced")
 
 
 @pytest.mark.slow
