@@ -6,9 +6,13 @@ three aggregators are timed on (1024 x 4096) tensors, forward and backward.
 
     pip install -r requirements/trl.txt && python grpo_ba_lab/bench/vs_trl.py
 
-The last line printed is `ratio_vs_trl=<ours/trl> balanced_vs_token=<ratio>`.
+It prints the seven lines docs/trl.md shows ("Speed against TRL"; tests/lab/test_trl_bench_page.py
+runs it at a tiny size and compares the lines' shape with the page's); the last is
+`ratio_vs_trl=<ours/trl> balanced_vs_token=<ratio>`.
 """
 import argparse
+import contextlib
+import io
 import os
 import random
 import sys
@@ -77,7 +81,8 @@ def time_trl(rows, opts):
                             temperature=1.0, top_k=0, disable_tqdm=True, shuffle_dataset=False)
         trainer = GRPOTrainer(model=policy, reward_funcs=verifier_reward, args=config, train_dataset=data,
                               processing_class=tokenizer, callbacks=[timer])
-        trainer.train()
+        with contextlib.redirect_stdout(io.StringIO()):    # TRL prints its run's summary dict: not the bench's
+            trainer.train()
     return sorted(timer.times[1:])[len(timer.times[1:]) // 2]
 
 

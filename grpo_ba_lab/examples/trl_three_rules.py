@@ -141,7 +141,10 @@ def story(summaries, first_loss, rewards, steps, step0, decision_lines):
              f"{fmt(token['neg_over_pos'], '.2f')}x as long as right ones, so token aggregation put "
              f"{fmt(token['pos_share_token'], '.1%')} of its gradient weight on right answers; sequence and balanced put "
              f"{fmt(token['pos_share_sequence'], '.1%')} and {fmt(token['pos_share_balanced'], '.1%')} "
-             "(an identity with binary rewards, not a finding: each sign gets its advantage mass / G).",
+             + ("(an identity with binary rewards, not a finding: each sign gets its advantage mass / G)."
+                if token.get("shares_are_identities") else
+                f"(measured: {token.get('n_length_zero', 0)} responses of length 0 or graded rewards make them "
+                "no identity here)."),
              "- Its drift, as TRL logged it: the loss of the first step (ratio 1) was "
              + ", ".join(f"{rule} {first_loss[rule]:+.3g}" for rule in first_loss)
              + ". Token's is -sum_i A_i L_i / sum_i L_i per group, a measurement; sequence's and balanced's "
@@ -187,7 +190,8 @@ def main(argv=None):
     summaries = {rule: diagnose.diagnose(path) for rule, path in files.items()}   # each run's file as one batch
     rewards = {rule: mean_reward(path) for rule, path in files.items()}
     steps0 = diagnose.diagnose_steps(files["token"])
-    decision, _ = diagnose.format_decision(summaries["token"], steps0)
+    decision, _ = diagnose.format_decision(diagnose.placement_batch(files["token"],
+                                                                    diagnose.read_lines(files["token"])[0]))
     prompts_per_step = STARTS[args.start]["prompts_per_step"]
     print(f"The three runs' rollouts ({args.steps} steps each, P x G = {prompts_per_step} x {GROUP} per step, "
           f"start: {args.start}), read by python -m grpo_ba_lab.analysis.diagnose:")

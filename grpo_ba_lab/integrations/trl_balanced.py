@@ -1,11 +1,14 @@
 """The paper's three aggregation rules inside TRL's GRPOTrainer, per group and exact; the bias in TRL's logs.
 
     from grpo_ba_lab.integrations.trl_balanced import AggregationGRPOConfig, AggregationGRPOTrainer
-    config = AggregationGRPOConfig(output_dir="run", aggregation_rule="token")   # any GRPOConfig field too
+    from transformers.utils import is_torch_bf16_gpu_available
+    config = AggregationGRPOConfig(output_dir="run", aggregation_rule="token",   # any GRPOConfig field too
+                                   bf16=is_torch_bf16_gpu_available())          # TRL's default bf16=True needs a bf16 GPU
     trainer = AggregationGRPOTrainer(model=model, reward_funcs=my_reward, args=config, train_dataset=dataset)
 
 (`model`, `my_reward` and `dataset` are yours: anything GRPOTrainer takes; then `trainer.train()`.
-tests/lab/test_practitioner_snippets.py runs this block on a tiny model.) The rule is a
+tests/lab/test_practitioner_snippets.py runs this block on a tiny model, on the machine at hand:
+on a CPU machine the second line turns TRL's default bf16 off, which transformers would refuse.) The rule is a
 config field, `aggregation_rule`, one of grpo_ba's three rules (docs/method.md §2-§5), each
 applied per group of G responses and then averaged over the P groups of the generation batch:
 
@@ -97,11 +100,20 @@ trl>=1.16,<2. The trainer reads TRL's generation batch, a private layout a later
 change: then it stops naming the missing keys (`check_trl_batch`). Refused in one line
 (they cannot be exact): a loss_type other than dapo (grpo, bnpo, dr_grpo normalise per
 micro-batch or by a constant; cispo, sapo, vespo, luspo change the token term), and
-importance_sampling_level="sequence". Limits:
-- beta > 0: TRL adds beta * KL_it *after* the advantage enters, so the KL term keeps
-  TRL's dapo aggregation (token mean over the batch); the policy-gradient term is the rule's.
+importance_sampling_level="sequence". The other GRPOConfig fields that change TRL's loss beside
+the advantage, each checked against TRL's own loss for each rule (tests/lab/test_trl_loss_settings.py;
+docs/trl.md, "TRL's settings that change the loss"):
+- delta, epsilon, epsilon_high: inside the clipped term, still a multiple of A: exact.
+- beta > 0: TRL adds beta * KL_it (times the ratio under use_bias_correction_kl) *after* the
+  advantage enters, so the KL term keeps TRL's dapo aggregation (token mean over the batch);
+  the policy-gradient term is the rule's.
+- entropy_coef, use_adaptive_entropy: minus coef * the micro-batch's token-mean entropy, beside the rule.
+- off_policy_mask_threshold: drops negative responses far off policy; the others keep the
+  weights the rule gave them on the whole batch (no renormalisation).
 - top_entropy_quantile < 1 drops tokens from the terms, not from the lengths: the rule
   is applied to TRL's masked terms.
+- vllm_importance_sampling_correction (use_vllm): each token's term times TRL's ratio.
+- router_aux_loss_coef (Mixture-of-Experts only): the router's loss added beside; not tested.
 """
 from __future__ import annotations
 

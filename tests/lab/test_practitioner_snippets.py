@@ -6,8 +6,9 @@ one is listed in CHECKS with how it is checked:
 
 - python: executed as written, on a tiny model saved in a temporary folder (nothing downloaded).
   The names a snippet leaves to the reader (`model`, `my_reward`, `dataset`, `config`) are bound
-  to tiny objects first. TRL's default config asks for bf16 on a GPU; on a machine without one the
-  test lets transformers accept it (its bf16 check answers yes), so the snippet runs as written.
+  to tiny objects first. Nothing about the machine is faked: TRL's default config asks for bf16 on a
+  GPU, so the snippets that build a config ask the machine (is_torch_bf16_gpu_available), and the
+  `config` the reader brings is one their machine accepts (bf16 only where it is supported).
 - shell: executed with bash in a temporary folder, the clone on PYTHONPATH; its output is compared
   with the page where the page shows it.
 - parsed: each command line is parsed by its own program's parser, not run (the reason is given:
@@ -153,12 +154,9 @@ def trl_names(tiny_model_dir, tmp_path, monkeypatch):
     """The names the snippets leave to the reader, bound to tiny objects; the folder to run in."""
     if not HAS_TRL:
         pytest.skip("TRL is optional: pip install -r requirements/trl.txt")
-    import torch
-    import transformers.training_args as training_args
     from datasets import Dataset
+    from transformers.utils import is_torch_bf16_gpu_available
     from trl import GRPOConfig
-    if not torch.cuda.is_available():                           # TRL's default bf16=True, as written
-        monkeypatch.setattr(training_args, "is_torch_bf16_gpu_available", lambda: True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
@@ -166,13 +164,16 @@ def trl_names(tiny_model_dir, tmp_path, monkeypatch):
         return [float(len(completion) % 2) for completion in completions]
     return {"model": tiny_model_dir, "my_reward": my_reward,
             "dataset": Dataset.from_dict({"prompt": ["1+1=", "2+3="]}),
-            "config": GRPOConfig(output_dir="run", num_generations=8, per_device_train_batch_size=8, use_cpu=True,
-                                 report_to=[])}
+            "config": GRPOConfig(output_dir="run", num_generations=8, per_device_train_batch_size=8, report_to=[],
+                                 bf16=is_torch_bf16_gpu_available())}
 
 
 @pytest.mark.slow                                 # builds TRL's trainer on a tiny model
 @pytest.mark.parametrize("key", [key for key, how in CHECKS.items() if how == "python"], ids=lambda k: k[0])
 def test_each_python_snippet_runs_as_written(trl_names, key):
+    import transformers.training_args as training_args
+    from transformers.utils import is_torch_bf16_gpu_available
+    assert training_args.is_torch_bf16_gpu_available is is_torch_bf16_gpu_available   # the machine's own answer
     namespace = dict(trl_names)
     exec(compile(snippets()[key], str(key), "exec"), namespace)
     trainer = namespace["trainer"]
