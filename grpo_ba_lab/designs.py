@@ -144,6 +144,8 @@ def data_file_designs(path: str) -> dict:
     """{level design: its DESIGNS entry} of a data-file design ({} before its worlds are chosen)."""
     import json
     import os
+    if not os.path.exists(os.path.join(REPO, path)):    # an installed lab without the repository's files
+        return {}
     with open(os.path.join(REPO, path)) as f:
         data = json.load(f)
     worlds_file = os.path.join(REPO, data["worlds_file"])
