@@ -202,6 +202,51 @@ def test_dumped_lengths_are_trls_loss_mask_so_a_masked_truncated_completion_is_z
     assert dumped == lengths and all(n == 0 for n, cut in zip(dumped, truncated) if cut)
 
 
+def test_diagnose_reads_a_masked_trl_dump_over_the_responses_in_the_loss(tmp_path, capsys):
+    """Issue 76: TRL's mask_truncated_completions leaves the truncated completions at length 0. diagnose
+    takes the ratio, the spread and the shares over the others, prints how many had length 0, and claims
+    the identity note only where it holds; recomputed here in plain Python from the dump."""
+    import statistics
+    from grpo_ba_lab.analysis import diagnose
+    path = str(tmp_path / "rollouts.jsonl")
+    trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path, num_generations=4),
+                           mask_truncated_completions=True, max_completion_length=4)
+    trainer.train()
+    rows = [json.loads(line) for line in open(path)]
+    assert diagnose.main([path]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads(out.strip().splitlines()[-1])
+    advantages = {}                                                    # TRL's: unbiased std + 1e-4
+    for group in {row["group"] for row in rows}:
+        members = [row for row in rows if row["group"] == group]
+        rewards = [row["reward"] for row in members]
+        spread = statistics.stdev(rewards) + 1e-4
+        for at, row in enumerate(members):
+            advantages[group, at] = (row["reward"] - statistics.fmean(rewards)) / spread
+    signed = [(advantages[row["group"], [r for r in rows if r["group"] == row["group"]].index(row)], row["length"])
+              for row in rows]
+    kept = [n for _, n in signed if n > 0]
+    zero = sum(1 for _, n in signed if n == 0)
+    assert zero > 0 and any(a != 0 for a, n in signed if n == 0)       # a real case: a masked one with an advantage
+    assert summary["n_length_zero"] == zero and f"responses of length 0 (no token in the loss, e.g. masked " \
+        f"truncations): {zero} of {len(rows)}" in out
+    assert summary["std_over_mean"] == pytest.approx(statistics.pstdev(kept) / statistics.fmean(kept), rel=1e-5)
+    pos = [n for a, n in signed if a > 0 and n > 0]
+    neg = [n for a, n in signed if a < 0 and n > 0]
+    if pos and neg:
+        assert summary["neg_over_pos"] == pytest.approx(statistics.fmean(neg) / statistics.fmean(pos), rel=1e-5)
+    # the identity holds only if every group's advantages in the loss still sum to 0
+    cancels = all(abs(sum(advantages[g, at] for at, row in enumerate([r for r in rows if r["group"] == g])
+                          if row["length"] > 0)) < 1e-6 for g in {row["group"] for row in rows})
+    assert not cancels                                                  # masking broke it here: the note must go
+    assert summary["shares_are_identities"] is cancels
+    assert ("identities here" in out) is cancels and "no identity here" in out
+    logged = trainer.state.log_history[0]                               # the shares: what TRL logged for the batch
+    for key in [f"pos_share_{rule}" for rule in AGGREGATORS]:
+        if logged.get(f"aggregation/{key}") is not None and summary[key] is not None:
+            assert summary[key] == pytest.approx(logged[f"aggregation/{key}"], rel=1e-5, abs=1e-7), key
+
+
 def test_dump_rollouts_in_a_plain_grpo_trainer_is_refused_in_one_line(tmp_path):
     path = str(tmp_path / "rollouts.jsonl")
     trainer = make_trainer(tmp_path, cls=GRPOTrainer, reward=dump_rollouts(odd_length_reward, path, num_generations=4))
