@@ -285,12 +285,31 @@ def validate_trainer_config(config):
         check_loss_agg_mode_name(config, estimator)
 
 
+REFUSED_AT_START = "grpo_ba_lab.integrations.verl_balanced refused the config:"
+
+
+def _under_hydra_main() -> bool:
+    """Is a @hydra.main task running (verl.trainer.main_ppo)? A driver of your own that calls
+    validate_config gets the ValueError instead."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+    except ImportError:
+        return False
+    return HydraConfig.initialized()
+
+
 def _validating_grpo_ba(validate):
     """verl's validate_config (its start-up check of the trainer config, in the driver, before Ray
     starts and any worker is built), followed by validate_trainer_config."""
     @functools.wraps(validate)
     def validate_config(config, *args, **kwargs):
-        validate_trainer_config(config)
+        try:
+            validate_trainer_config(config)
+        except ValueError as refused:
+            if _under_hydra_main():             # verl.trainer.main_ppo: the reason, not Hydra's traceback around it
+                print(f"{REFUSED_AT_START} {refused}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from None   # not an Exception: Hydra lets it through, and prints nothing more
+            raise
         return validate(config, *args, **kwargs)
     validate_config.checks_grpo_ba = True
     return validate_config

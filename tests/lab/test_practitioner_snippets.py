@@ -88,6 +88,11 @@ CHECKS = {
     ("docs/verl.md", "sum_it l_it(A_i * c_i * N) / N  =  sum_it c_i * l_it(A_i)  =  J_BA,"): "formula",
     ("docs/verl.md", "token-mean:          (N / N_k) * sum over its rows of c_i * grad sum_t l_it(A_i)"): "formula",
     ("docs/verl.md", "python -m pytest tests/lab/test_verl_balanced.py -q"): "not run: the page's own tests",
+    ("docs/verl.md", "grpo_ba_lab.integrations.verl_balanced refused the config: algorithm.adv_estimator=grpo_balanced "
+                     "needs actor_rollout_ref.actor.loss_agg_mode=token-mean (verl's default) or seq-mean-token-sum, "
+                     "got 'token-sum': ..."):
+        "output: of verl's main_ppo, run by test_verls_entry_point_stops_a_refused_config_with_its_one_line_reason_and_"
+        "no_traceback (tests/lab/test_verl_balanced.py)",
     ("docs/diagnose.md", "python -m grpo_ba_lab.analysis.diagnose rollouts.jsonl      # --adv-scale none for "
                          "Dr. GRPO advantages"): "shell",
     ("docs/diagnose.md", "cat > rollouts.jsonl <<'EOF'"): "shell",

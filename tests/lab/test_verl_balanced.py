@@ -237,6 +237,33 @@ FIVE_GROUPS = ([[1, 0, 1, 0], [0, 1, 1, 1], [1, 0, 0, 0], [0, 1, 0, 1], [1, 1, 0
                [[2, 9, 1, 7], [3, 5, 4, 12], [6, 2, 8, 3], [10, 4, 2, 6], [1, 11, 5, 3]])
 
 
+@pytest.mark.slow                                  # starts verl's entry point in a subprocess (no Ray: it stops first)
+def test_verls_entry_point_stops_a_refused_config_with_its_one_line_reason_and_no_traceback(tmp_path):
+    """Issue 76: `python -m verl.trainer.main_ppo` with a refused config printed Hydra's traceback around
+    the reason. Now the reason is the one error line, exit code 2, and no traceback follows it."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "VERL_USE_EXTERNAL_MODULES": "grpo_ba_lab.integrations.verl_balanced",
+           "HYDRA_FULL_ERROR": "0"}
+    done = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", "algorithm.adv_estimator=grpo_balanced",
+                           "actor_rollout_ref.actor.loss_agg_mode=token-sum",
+                           "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "hydra.run.dir=" + str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 2, done.stderr[-3000:]
+    refused = [line for line in done.stderr.splitlines() if line.startswith(vb.REFUSED_AT_START)]
+    assert len(refused) == 1 and "got 'token-sum'" in refused[0]
+    assert "Traceback" not in done.stderr and "Error executing job" not in done.stderr
+    assert done.stderr.rstrip("\n").splitlines()[-1] == refused[0]          # nothing after it
+    with open(os.path.join(ROOT, "docs", "verl.md")) as f:                   # the page shows the line to look for
+        (shown,) = [line.strip() for line in f if line.strip().startswith(vb.REFUSED_AT_START)]
+    assert shown.endswith(": ...") and refused[0].startswith(shown[:-len("...")])
+
+
+def test_a_driver_of_your_own_gets_the_refusal_as_a_value_error_not_an_exit(verl_base_config):
+    import verl.trainer.main_ppo as main_ppo
+    cfg = trainer_config(verl_base_config, prompts=5, mini_batch_prompts=1, mode="token-mean")
+    with pytest.raises(ValueError):                                        # outside @hydra.main: no SystemExit
+        main_ppo.validate_config(config=cfg, use_reference_policy=False, use_critic=False)
+
+
 def test_token_mean_with_several_mini_batches_is_refused_at_trainer_start_in_one_line(verl_base_config):
     """verl's entry point (main_ppo.main) validates the config with validate_config before Ray
     starts: the estimator's refusal runs there, before any rollout, and again on a batch."""
