@@ -991,14 +991,17 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                                           for w in WORLDS) + "; the designs of one world count once)")
     covering = [d for d in designs if covers(d, interval)]
     lines.append("  what the designs covering your ratio found (primary rows; verdicts: holds, contradicted, "
-                 "not detected):" if covering else "  no design's step-0 wrong/right range covers your ratio")
-    for d in covering:
-        if not d.findings:
-            lines.append(f"    {d.name}: no primary row at this level")
-        for f in d.findings:
-            # an interaction row compares two levels: it is not a result at the run's ratio
-            across = BETWEEN_LEVELS if " minus at " in f.row else ""
-            lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}{across}")
+                 "not detected), world by world, each with how it was chosen:" if covering
+                 else "  no design's step-0 wrong/right range covers your ratio")
+    for world in [w for w in WORLDS if any(d.world == w.name for d in covering)]:
+        lines.append(f"   {world.name}, {world.chosen}:")
+        for d in [d for d in covering if d.world == world.name]:
+            if not d.findings:
+                lines.append(f"    {d.name}: no primary row at this level")
+            for f in d.findings:
+                # an interaction row compares two levels: it is not a result at the run's ratio
+                across = BETWEEN_LEVELS if " minus at " in f.row else ""
+                lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}{across}")
     kind, rec = recommendation(designs, interval, found["groups"])
     lines.append(rec)
 
