@@ -782,8 +782,8 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
     is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio."""
     interval = _interval(ratio)
     if interval is None:
-        return "none", ("recommendation: none: no group has both signs of advantage, so the run has no step-0 "
-                        "wrong/right ratio to place")
+        return "none", ("recommendation: none: the placement batch has no response in the loss with a positive "
+                        "advantage, or none with a negative one, so it has no step-0 wrong/right ratio to place")
     if signal_groups is not None and signal_groups < MIN_SIGNAL_GROUPS:
         return "too few groups", (
             f"recommendation: none: {signal_groups} group{'s' if signal_groups != 1 else ''} with a signal, "
