@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from grpo_ba_support import own_rule  # noqa: E402
-from grpo_ba_support import run as grpo_ba_run  # noqa: E402
+import grpo_ba_support.run  # noqa: E402
 from grpo_ba_support.args import run_command  # noqa: E402
 from toy_tasks import designs  # noqa: E402
 
@@ -169,14 +169,16 @@ def redraw(run_dir: str) -> list[str]:
         glob.glob(os.path.join(run_dir, "*", "args.json")))
     runs, args = {}, {}
     for path in found:
-        args = grpo_ba_run.read_args(os.path.dirname(path))
+        args = grpo_ba_support.run.read_args(os.path.dirname(path))
         if args.get("aggregator") in runs:
-            raise grpo_ba_run.RunError(f"{run_dir} holds several {args['aggregator']} runs; this "
-                                       "draws one per rule (many: the lab's analysis.report)")
-        runs[args.get("aggregator")] = grpo_ba_run.read_metrics(
+            raise grpo_ba_support.run.RunError(
+                f"{run_dir} holds several {args['aggregator']} runs; this draws one per rule "
+                "(many: the lab's analysis.report)")
+        runs[args.get("aggregator")] = grpo_ba_support.run.read_metrics(
             os.path.join(os.path.dirname(path), "metrics.jsonl"))
     if not runs:
-        raise grpo_ba_run.RunError(f"no run (args.json, metrics.jsonl) in {run_dir} or below it")
+        raise grpo_ba_support.run.RunError(f"no run (args.json, metrics.jsonl) in {run_dir} or "
+                                           "below it")
     order = [*COLORS, *sorted(k for k in runs if k not in COLORS)]       # token first, then yours
     runs = dict(sorted(runs.items(), key=lambda item: order.index(item[0])))
     title = f"design {args.get('design')}, seed {args.get('seed')}"
@@ -188,8 +190,9 @@ def redraw(run_dir: str) -> list[str]:
     return figures
 
 
-class Progress(grpo_ba_run.RunLogger):
-    """A run's steps on one terminal line rewritten in place (step k/N, seconds, last accuracy);
+class Progress(grpo_ba_support.run.RunLogger):
+    """A run's steps on one terminal line rewritten in place (step k/N, seconds since step 0,
+    the warm-up's apart in its own lines; last accuracy);
     elsewhere a plain line every ten steps and the final one. As a run's `log` it drops its lines
     (grpo_ba.demo) but a warm-up's being trained: where it is cached, its steps, the time left."""
 
@@ -201,12 +204,15 @@ class Progress(grpo_ba_run.RunLogger):
         if self.passed and str(line).startswith(("warm-up: training", "warm-up step")):
             self.passed(line, *more)
 
+    def begin(self, run, start: int, task):          # step 0: the warm-up's time is not counted
+        self.started = time.time()
+
     def log(self, metrics: dict):
         if metrics.get("accuracy") is not None:
             self.accuracy = f", accuracy at step {metrics['step']}: {metrics['accuracy']:.3f}"
         k = metrics["step"]                         # the final evaluation's: self.steps
-        line = (f"      step {min(k + 1, self.steps)}/{self.steps}, "
-                f"{time.time() - self.started:.0f} s{self.accuracy}")
+        line = (f"      step {min(k + 1, self.steps)}/{self.steps}, "       # the warm-up's: apart
+                f"{time.time() - self.started:.0f} s of GRPO{self.accuracy}")
         if self.shown:
             self.stream.write("\r" + line.ljust(self.width))
             self.stream.flush()
@@ -290,7 +296,7 @@ def story(runs: dict, args, figures) -> list[str]:
         nxt = [f"Next, minutes on a laptop: python grpo_ba.py --seed {args.seed + 1}{where}",
                f"(a warm-up, three runs).{f' Over many seeds, several CPU-hours: {sweep}' * many}"]
     told = world(args, next(iter(runs.values())))
-    return ["", *table, "", *told, *([""] if told else []), *read, "", *nxt,
+    return ["", *table, "", *told, *([""] if told else []), *read, *nxt,
             f"Figure{'s' * (len(figures) > 1)}: {figures[0]} (this run over its steps)"
             + ("," if len(figures) > 1 else ""),
             *([f"         {figures[1]} (each rule's bias in one group, docs/method.md §3)"]
@@ -306,7 +312,8 @@ def _unbroken(text: str) -> str:
 
 def run_story(run_dir: str, args) -> list[str]:
     """One run's figure (redrawn) and its story, as `python grpo_ba.py --aggregator RULE` ends."""
-    runs = {args.aggregator: grpo_ba_run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))}
+    metrics = grpo_ba_support.run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    runs = {args.aggregator: metrics}
     return story(runs, args, redraw(run_dir))
 
 

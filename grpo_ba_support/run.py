@@ -11,6 +11,7 @@ import math
 import os
 import pickle
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -95,14 +96,21 @@ def autocast_dtype(device_type: str, dtype: str, log=_note) -> str:
     return dtype if supported else "float32"
 
 
-def prepare_output_dir(out: str) -> str:
-    """Create `out` and make sure it can be written, or fail with one clear line."""
+def prepare_output_dir(out: str, keep: bool = True) -> str:
+    """Create `out` and make sure it can be written, or fail with one clear line. keep=False:
+    only check, and remove again the folders this made (nothing stays if the run never starts)."""
+    made = os.path.abspath(out)
+    while not os.path.exists(os.path.dirname(made)) and os.path.dirname(made) != made:
+        made = os.path.dirname(made)                 # the first folder that does not exist yet
+    made = None if os.path.exists(made) else made
     try:
         os.makedirs(out, exist_ok=True)
         open(os.path.join(out, ".write_test"), "w").close()
         os.remove(os.path.join(out, ".write_test"))
     except OSError as err:
         raise ValueError(f"cannot write to output directory {out!r}: {err.strerror}") from None
+    if not keep and made:
+        shutil.rmtree(made, ignore_errors=True)
     return out
 
 
@@ -365,8 +373,13 @@ class Run:
         saved = read_args(args.resume).get("rule_sha256") if resumed else None
         args = own_rule.settled(args, saved)      # your own rule: loaded, checked, its file too
         self.device = pick_device(args.device)    # a missing device: before any directory
-        if not args.model:
-            prepare_output_dir(args.output_dir)
+        if not args.model:                         # a bad directory fails now, none made yet
+            prepare_output_dir(args.output_dir, keep=False)
+        self.replaces = not args.resume and any(os.path.exists(os.path.join(
+            args.output_dir, name)) for name in ("args.json", "metrics.jsonl", "checkpoint.pt"))
+        if self.replaces:                          # said before the warm-up, done at begin()
+            _note(f"note: {args.output_dir} holds an earlier run; this run replaces it (to "
+                  f"continue that one instead: --resume {args.output_dir})")
         if self.device.type == "cpu":
             torch.set_num_threads(pick_threads(args.threads, real_model=bool(args.model)))
             torch.set_flush_denormal(True)         # Adam's tiny second moments: 10x slower sqrt
@@ -382,6 +395,9 @@ class Run:
         """Write the run directory (args.json, an empty metrics.jsonl, run.json), or restore a
         resumed run's checkpoint. -> args with a dtype this device computes in."""
         args, out, self.start = self.args, prepare_output_dir(self.out), 0
+        self.grpo_started = time.time()            # what came before: the warm-up, the model
+        if self.replaces and os.path.exists(self.checkpoint_path):
+            os.remove(self.checkpoint_path)         # the earlier run's: never resumed by mistake
         if args.resume:
             self.start = restore_checkpoint(self.saved, self.checkpoint_path, policy, optimizer,
                                             self.metrics_path, args.steps, self.log)
@@ -466,9 +482,10 @@ class Run:
                     if self.final else "")
         outputs = [name + ("/" if os.path.isdir(os.path.join(self.out, name)) else "")
                    for name in sorted(os.listdir(self.out)) if not name.startswith(".")]
-        minutes = (time.time() - self.started) / 60
-        self.log(f"[{own_rule.name_of(self.args.aggregator)}] done: {accuracy}{minutes:.1f} min; "
-                 f"in {self.out}: {', '.join(outputs)} (docs/outputs.md)")
+        minutes, before = (time.time() - self.grpo_started) / 60, self.grpo_started - self.started
+        warmup = f" (+{before / 60:.1f} min before step 0: the warm-up)" if before > 30 else ""
+        self.log(f"[{own_rule.name_of(self.args.aggregator)}] done: {accuracy}{minutes:.1f} min "
+                 f"of GRPO{warmup}; in {self.out}: {', '.join(outputs)} (docs/outputs.md)")
         return self.out
 
 

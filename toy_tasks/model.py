@@ -169,6 +169,11 @@ def default_cache_dir() -> str:
     return os.path.abspath(os.path.expanduser(chosen))
 
 
+# torch makes its compile cache's folder the first time a model loads, by default in /tmp, so
+# every run left an empty /tmp/torchinductor_USER: it goes beside the warm-ups (yours is kept).
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(default_cache_dir(), "torchinductor"))
+
+
 def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, log=print):
     """The warmed-up toy policy and tokenizer, from the cache or freshly trained, and the
     warm-up's record (its settings, the machine that trained it, its weights' sha256)."""

@@ -148,3 +148,36 @@ def test_in_grpo_update_the_loss_of_a_micro_batch_reads_the_rule_times_its_share
     calls = {node.func.attr for node in ast.walk(ast.parse(inspect.cleandoc("\n" + source)))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
     assert "loss_over_split_groups" in calls                               # the split case, named
+
+
+def test_one_grpo_step_from_sampling_to_the_optimizer_runs_code_of_at_most_four_repository_files():
+    """Traced: every repository function one toy step calls, sampling, reward, diagnostics, the
+    update, in micro-batches that split groups (the longest path)."""
+    import os
+    import random
+    import sys
+    from grpo_ba_support import task as setup
+    from toy_tasks import ToyWorld
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tokenizer = toy_model.char_tokenizer()
+    policy = toy_model.tiny_qwen3(tokenizer)
+    task = setup.toy_task(ToyWorld(force_frac=0.5), tokenizer)
+    args = grpo_ba.parse_args(["--aggregator", "balanced", "--group-size", str(G), "--prompts-per-step", str(P),
+                               "--micro-batch-size", "2", "--max-new-tokens", "8", "--inner-updates", "2"])
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
+    files = set()
+
+    def trace(frame, event, arg):
+        name = frame.f_code.co_filename                  # "<frozen abc>" is no file of ours
+        path = os.path.abspath(name)
+        if os.path.isabs(name) and path.startswith(root + os.sep) and "tests" not in os.path.relpath(
+                path, root).split(os.sep):
+            files.add(os.path.relpath(path, root))
+    sys.setprofile(trace)
+    try:
+        grpo_ba.grpo_step(policy, None, optimizer, tokenizer, task, task.train[:P], random.Random(0), args)
+    finally:
+        sys.setprofile(None)
+    assert "grpo_ba.py" in files and "grpo_ba_support/coefficients.py" in files        # the trace is real
+    assert files <= {"grpo_ba.py", "grpo_ba_support/task.py", "toy_tasks/arithmetic.py",
+                     "grpo_ba_support/coefficients.py"}, sorted(files)
