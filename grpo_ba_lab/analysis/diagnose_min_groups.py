@@ -23,7 +23,7 @@ a nominal 95% percentile interval of a ratio of sums undercovers somewhat at eve
 0.85 is 0.90 less three standard errors (0.015) of one cell, so a true coverage of 0.90 passes the worst
 of the 16 cells an S has.
 The per-group sums come from diagnose.group_sums (grpo_ba's token_weights), never a formula typed
-twice. Under a minute of CPU.
+twice.
 """
 from __future__ import annotations
 
