@@ -798,7 +798,7 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
             "rules on your own task")
     borderline = [d for d in designs if place(d, interval) == "borderline"]
     edge = ("; borderline: your interval " + _fmt_interval(interval) + " crosses the range of "
-            + ", ".join(_edge_crossed(d, interval) for d in borderline) + ", so it counts as covering"
+            + ", ".join(_edge_crossed(d, interval) for d in borderline) + ", and each counts as covering"
             if borderline else "")
     votes = world_votes(designs, interval)
     chosen = {world.name: world.chosen for world in WORLDS}
@@ -829,8 +829,8 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
     if favour:
         return "test balanced", (
             f"recommendation: test balanced against token on your own task: {BALANCED_TOKEN}, {worlds} covering "
-            f"your ratio: {said(votes)} (separately registered designs, never compared with each other){edge}; "
-            f"{scope}")
+            f"your ratio: {said(votes)} (separate worlds in separately registered designs, never compared with "
+            f"each other){edge}; {scope}")
     return "compare the rules", (
         f"recommendation: compare the rules on your own task: at your ratio the toy's worlds did not detect "
         f"{BALANCED_TOKEN} ({said(silent)}), which is not evidence that the rules are equal{edge}; {scope}")

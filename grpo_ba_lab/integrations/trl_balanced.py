@@ -3,7 +3,7 @@
     from grpo_ba_lab.integrations.trl_balanced import AggregationGRPOConfig, AggregationGRPOTrainer
     from transformers.utils import is_torch_bf16_gpu_available
     config = AggregationGRPOConfig(output_dir="run", aggregation_rule="token",   # any GRPOConfig field too
-                                   bf16=is_torch_bf16_gpu_available())          # TRL's default bf16=True needs a bf16 GPU
+                                   bf16=is_torch_bf16_gpu_available())   # TRL's default bf16=True needs a bf16 GPU
     trainer = AggregationGRPOTrainer(model=model, reward_funcs=my_reward, args=config, train_dataset=dataset)
 
 (`model`, `my_reward` and `dataset` are yours: anything GRPOTrainer takes; then `trainer.train()`.
