@@ -19,7 +19,8 @@ likelier to be right, so wrong answers come out *shorter* than right ones, the o
 paper's situation. `--start warmup`: the course demo's shipped warm-up
 (toy_tasks/warmups/demo-s22.safetensors, checked by its sha256: strong-band's world, where a slip
 rambles), the toy's own prompts and verifier.py's exact check, up to 48 tokens: wrong answers are
-longer than right ones at step 0, the situation in which the paper finds token aggregation hurts;
+longer than right ones at step 0, the situation that hurts token aggregation by the paper's abstract
+and the summaries of it (docs/method.md §6; the full text was not available here);
 the run prints the ratio it measured (this start, and P = 16, were chosen after seeing step 0
 of other tries: docs/trl.md lists them). On your own model:
 replace `tiny_qwen3(...)` by your model, the prompts by your data and `mentions_answer` by
