@@ -53,6 +53,7 @@ from grpo_ba_support.args import Args, UsageError, check_args, parse_args, run_c
 from grpo_ba_support.coefficients import aggregate_balanced_by_advantage_mass  # noqa: F401
 from grpo_ba_support.run import Run
 from toy_tasks import length_stats
+from verifier import verify
 
 # 1. Group-relative advantages (docs/method.md §1) =========================================
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
@@ -384,7 +385,8 @@ def sign_weights(mask, advantages, group_size, aggregator):
 
 
 def positive_share(mask, advantages, group_size, aggregator) -> float | None:
-    """|w_pos| / (|w_pos| + |w_neg|), the rule's weight share on A > 0 (docs/method.md §3): 1/2
+    """|w_pos| / (|w_pos| + |w_neg|), the rule's weight share on A > 0 (docs/method.md §3; the
+    log's pos_share, not grpo_update's `share`, a micro-batch's fraction of the groups): 1/2
     for sequence, balanced (binary); token Lbar+ / (Lbar+ + Lbar-); None if all groups tie."""
     w_pos, w_neg = sign_weights(mask, advantages, group_size, aggregator)
     total = (w_pos.abs() + w_neg.abs()).item()
@@ -404,11 +406,11 @@ def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None, lengths=Non
         weights = token_weights(group(length, 1), advantages, group_size, rule)
         return (weights[0, 0] / weights[1, 0]).item()
     ratios, lengths = ratios or [r / 10 for r in range(2, 41)], lengths or list(range(2, 41))
-    share = {rule: [positive_share(group(round(r * wrong_length), right), advantages, group_size,
-                                   rule) for r in ratios] for rule in AGGREGATORS}
+    on_right = {rule: [positive_share(group(round(r * wrong_length), right), advantages,
+                                      group_size, rule) for r in ratios] for rule in AGGREGATORS}
     weight = {rule: [relative(rule, n) for n in lengths] for rule in AGGREGATORS}
     return {"ratios": ratios, "lengths": lengths, "reference_length": wrong_length,
-            "share": share, "relative_weight": weight}
+            "share": on_right, "relative_weight": weight}
 
 
 def long_right_weight(mask, advantages, group_size, aggregator) -> float | None:
@@ -447,8 +449,9 @@ def step_diagnostics(rewards, mask, args) -> dict:
 # 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable =======
 def evaluate(policy, tokenizer, task, rows, args, sample=generate, samples=1,
              temperature=0.0) -> float:
-    """avg@K = (1 / (N K)) * sum_n sum_k score(o_nk, answer_n): K = `samples` per prompt at
-    `temperature` (K = 1 at temperature 0: greedy accuracy, the course's), nothing forced."""
+    """avg@K = (1 / (N K)) * sum_n sum_k score(o_nk, answer_n) (the task's score, else verify):
+    K = `samples` per prompt at `temperature` (K = 1 at temperature 0: greedy accuracy, the
+    course's), nothing forced."""
     prompts = [task.prompt_text(r["prompt"]) for r in rows for _ in range(samples)]
     answers = [r["answer"] for r in rows for _ in range(samples)]
     # a rollout's batch fits in memory (--micro-batch-size only splits the update)
@@ -458,7 +461,8 @@ def evaluate(policy, tokenizer, task, rows, args, sample=generate, samples=1,
     for i in range(0, len(prompts), size):
         chunk = prompts[i:i + size]
         batch = rollout(policy, tokenizer, chunk, [""] * len(chunk), args, temperature, sample)
-        verdicts += [task.score(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
+        score = task.score or verify
+        verdicts += [score(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
     return sum(verdicts) / len(verdicts)
 
 
@@ -485,7 +489,8 @@ def sample_groups(policy, tokenizer, task, rows, rng, args, sample=generate):
     policy.eval()
     batch = rollout(policy, tokenizer, [task.prompt_text(p) for p in prompts], forced, args,
                     sample=sample)
-    rewards = torch.tensor([task.score(c, a) for c, a in zip(batch.completions, answers)])  # (B,)
+    score = task.score or verify                  # the toy's: its exact sum; a dataset's: verify
+    rewards = torch.tensor([score(c, a) for c, a in zip(batch.completions, answers)])      # (B,)
     return batch, rewards, forced
 
 

@@ -47,9 +47,10 @@ def name_of(aggregator) -> str:
 
 
 def function(aggregator):
-    """The function of FILE.py:FUNCTION (loaded once per process), or of a function given."""
+    """The function of FILE.py:FUNCTION (loaded once per process), or of a function given; one
+    that cannot take the rules' four arguments is refused here, in a line that says so."""
     if callable(aggregator):
-        return aggregator
+        return takes_four_arguments(aggregator, name_of(aggregator))
     if aggregator in _LOADED:
         return _LOADED[aggregator][0]
     if not is_spec(aggregator):
@@ -73,6 +74,15 @@ def function(aggregator):
     if not callable(rule):
         raise RuleError(f"--aggregator {aggregator}: {full} has no function {name}")
     _LOADED[aggregator] = (rule, file_sha256(full))
+    return takes_four_arguments(rule, aggregator)
+
+
+def takes_four_arguments(rule, spec):
+    """The rule, if it can be called as the three rules are; else a RuleError in one line."""
+    try:
+        inspect.signature(rule).bind(None, None, None, None)
+    except (TypeError, ValueError):
+        raise RuleError(f"--aggregator {spec}: {name_of(rule)} must take {SIGNATURE}") from None
     return rule
 
 
@@ -131,10 +141,7 @@ def check(rule, spec, group_size, micro_batch_size=0):
     """Before training, call the rule once on a test batch (two groups of G, binary rewards,
     random token terms): it must return a scalar, finite, with a gradient in l; and be linear in
     l when micro-batches split groups (the update's exact share needs that)."""
-    try:
-        inspect.signature(rule).bind(None, None, None, group_size)
-    except (TypeError, ValueError):
-        raise RuleError(f"--aggregator {spec}: {name_of(rule)} must take {SIGNATURE}") from None
+    takes_four_arguments(rule, spec)
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, 9, (2 * group_size,), generator=generator)
     mask = (torch.arange(8)[None, :] < lengths[:, None]).float()                # (B, T)

@@ -30,7 +30,7 @@ class Task:
     data_report: object = None    # what the lab's data checks found (None: the toy)
     warmup: dict | None = None    # the toy's warm-up: its source, settings and sha256
     reference: object = None      # pi_ref when --beta > 0 (None: a frozen copy of the start)
-    score: object = verifier.verify   # (completion, gold) -> reward 1.0 or 0.0 (the toy: its sum)
+    score: object = None          # (completion, gold) -> 1.0 or 0.0; None: verifier.verify
 
 
 def build(args, log=print):

@@ -322,7 +322,7 @@ def test_on_graded_rewards_the_mass_form_differs_from_count_weights_and_keeps_se
     pos_coeffs = coeff[(adv > 0)[:, None].expand_as(mask) & mask.bool()]
     assert torch.allclose(pos_coeffs, pos_coeffs[0].expand_as(pos_coeffs))
     # the count weights of the paper's binary form are another loss here
-    counts = sign_weights(mask, adv, 6, "balanced")
+    counts = sign_weights(mask, adv, 6, grpo_ba.aggregate_balanced)
     assert abs(counts[0].item() - w_bal[0].item()) > 1e-3
 
 

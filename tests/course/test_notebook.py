@@ -104,6 +104,13 @@ def test_notebook_uses_the_papers_names_for_the_two_biases():
     assert "unbiased" in text
 
 
+def test_the_notebooks_runs_go_beside_it_not_into_the_systems_temporary_folder():
+    sources = "\n".join(c.source for c in load().cells if c.cell_type == "code")
+    assert "mkdtemp" not in sources and "tempfile" not in sources
+    assert 'workdir = os.path.join("runs", "lab-notebook")' in sources
+    assert "shutil.rmtree(workdir, ignore_errors=True)" in sources     # a second execution starts afresh
+
+
 def test_every_question_has_a_folded_answer():
     cells = load().cells
     questions = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and "**Question" in c.source]

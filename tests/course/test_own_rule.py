@@ -205,3 +205,16 @@ def test_your_rule_trains_from_the_command_line_as_the_function_itself_and_resum
     assert changed.returncode == 2 and changed.stderr.count("\n") == 1
     assert "the file changed since the run started" in changed.stderr
     assert "put the file back as it was to resume, or train the new rule as a new run" in changed.stderr
+
+
+def test_a_function_with_the_wrong_signature_is_refused_by_name_wherever_the_course_is_given_it():
+    """As the exercises' claims pass a student's function to grpo_ba.sign_weights: one line that
+    names the signature, raised before the course calls it (no TypeError from inside grpo_ba.py)."""
+    def aggregate_token(per_token_loss, mask):
+        return per_token_loss.sum()
+    mask = grpo_ba.mask_from_lengths(torch.tensor([2, 3, 1, 4]))
+    adv = grpo_ba.group_advantages(torch.tensor([1.0, 0.0, 1.0, 0.0]), 4)
+    with pytest.raises(own_rule.RuleError) as refused:
+        grpo_ba.sign_weights(mask, adv, 4, aggregate_token)
+    assert str(refused.value) == ("--aggregator aggregate_token: aggregate_token must take "
+                                  "(per_token_loss, mask, advantages, group_size)")

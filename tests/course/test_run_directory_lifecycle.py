@@ -62,3 +62,22 @@ def test_the_summary_gives_the_grpo_time_apart_from_the_warm_up(tmp_path):
     grpo_ba.train(grpo_ba.parse_args([*SHORT, "--output-dir", str(tmp_path / "run")]), log=lines.append,
                   build=tiny_build)
     assert " min of GRPO" in lines[-1] and lines[-1].startswith("[token] done: ")
+
+
+def test_loading_and_sampling_a_toy_policy_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """torch makes its compile cache's folder when a model first loads (/tmp/torchinductor_USER,
+    empty, after every run): it goes beside the warm-ups instead."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    env.update(TMPDIR=str(tmp_path / "tmp"), GRPO_BA_CACHE=str(tmp_path / "cache"), PYTHONPATH=root)
+    code = ("import grpo_ba\nfrom toy_tasks import model as m\nt = m.char_tokenizer()\np = m.tiny_qwen3(t)\n"
+            "p.generate(**t(['<bos>12+3+4='], return_tensors='pt', add_special_tokens=False), max_new_tokens=2,"
+            " do_sample=False, pad_token_id=t.pad_token_id)\nimport tempfile; print(tempfile.gettempdir())\n")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == str(tmp_path / "tmp")                   # the check looks where torch would
+    assert os.listdir(tmp_path / "tmp") == []
+    assert os.listdir(tmp_path / "cache") == ["torchinductor"]
