@@ -483,7 +483,8 @@ class Run:
         outputs = [name + ("/" if os.path.isdir(os.path.join(self.out, name)) else "")
                    for name in sorted(os.listdir(self.out)) if not name.startswith(".")]
         minutes, before = (time.time() - self.grpo_started) / 60, self.grpo_started - self.started
-        warmup = f" (+{before / 60:.1f} min before step 0: the warm-up)" if before > 30 else ""
+        warmup = (f" (+{before / 60:.1f} min before step 0: warm-up, loading)" if before > 30
+                  else "")
         self.log(f"[{own_rule.name_of(self.args.aggregator)}] done: {accuracy}{minutes:.1f} min "
                  f"of GRPO{warmup}; in {self.out}: {', '.join(outputs)} (docs/outputs.md)")
         return self.out

@@ -81,3 +81,17 @@ def test_loading_and_sampling_a_toy_policy_leaves_nothing_in_the_temporary_folde
     assert result.stdout.strip() == str(tmp_path / "tmp")                   # the check looks where torch would
     assert os.listdir(tmp_path / "tmp") == []
     assert os.listdir(tmp_path / "cache") == ["torchinductor"]
+
+
+def test_a_long_warm_up_is_said_apart_from_the_grpo_minutes(tmp_path, monkeypatch):
+    import time
+    from grpo_ba_support import run as run_files
+    clock = {"now": time.time()}
+    monkeypatch.setattr(run_files.time, "time", lambda: clock["now"])
+    def slow_warmup(args, log=print):                    # 3 minutes pass before step 0
+        clock["now"] += 180
+        return tiny_build(args, log)
+    lines = []
+    grpo_ba.train(grpo_ba.parse_args([*SHORT, "--output-dir", str(tmp_path / "run")]), log=lines.append,
+                  build=slow_warmup)
+    assert "0.0 min of GRPO (+3.0 min before step 0: warm-up, loading)" in lines[-1], lines[-1]
