@@ -11,7 +11,6 @@ import math
 import os
 import pickle
 import random
-import shutil
 import signal
 import sys
 import threading
@@ -109,8 +108,13 @@ def prepare_output_dir(out: str, keep: bool = True) -> str:
         os.remove(os.path.join(out, ".write_test"))
     except OSError as err:
         raise ValueError(f"cannot write to output directory {out!r}: {err.strerror}") from None
-    if not keep and made:
-        shutil.rmtree(made, ignore_errors=True)
+    folder = os.path.abspath(out)
+    while not keep and made and folder.startswith(made):   # only the empty folders this made
+        try:
+            os.rmdir(folder)
+        except OSError:                             # not empty: another run writes there now
+            break
+        folder = os.path.dirname(folder)
     return out
 
 
