@@ -513,16 +513,16 @@ WORLDS = (
           (Band("strong-band-v3", "assets/strong-band-v3/consequences.md"),
            Band("endless-band-v3", "assets/endless-band-v3/consequences.md"),   # its warm-ups add endless slips
            Level(REGIME_V3, "strong"), Level(REGIME_V4, "strong"))),
-    World("gap 18 (the demo's world)",
-          "the course demo's world, fixed before demo-band was registered and after version 2's runs in it "
+    World("gap 18, spread 8, forced 0.3 (version 2's demo world)",
+          "version 2's demo world (the course demo runs strong-band's world since 2026-12-02), fixed before demo-band was registered and after version 2's runs in it "
           "had been seen (registrations/demo-band-v3.md)",
           (Band("demo-band-v3", "assets/demo-band-v3/consequences.md"),)),
     World("gap 6",
-          "a level chosen by the regime pilot's committed rule, which reads no accuracy; the pilot's first-round "
+          "a level chosen by the regime pilot's committed rule, which compares no rules but drops a world whose accuracy fell more than 0.1 from its peak; the pilot's first-round "
           "accuracies were seen before its second round (docs/regime-design.md)",
           (Level(REGIME_V3, "weak"), Level(REGIME_V4, "weak"))),
     World("gap 0",
-          "a level chosen by the regime pilot's committed rule, which reads no accuracy; the pilot's first-round "
+          "a level chosen by the regime pilot's committed rule, which compares no rules but drops a world whose accuracy fell more than 0.1 from its peak; the pilot's first-round "
           "accuracies were seen before its second round (docs/regime-design.md)",
           (Level(REGIME_V3, "none"),)),
 )
@@ -855,8 +855,10 @@ BOOTSTRAP_LEVEL = 0.95
 # interval's coverage, grpo_ba_lab/analysis/diagnose_min_groups.py (its table:
 # assets/diagnose-min-groups/table.txt, shown in docs/diagnose.md): the smallest number of groups
 # from which, in every simulated setting, the 95% interval covers the true ratio and share in at
-# least 90% of runs. test_the_minimum_is_the_committed_simulations checks the two agree.
+# least 85% of runs (0.90 less three standard errors of a cell). test_the_minimum_is_the_committed_simulations
+# checks the two agree.
 MIN_SIGNAL_GROUPS = 12
+COVERAGE_SEEN = 0.85             # what the printed "95%" covered from MIN_SIGNAL_GROUPS groups on: nominal
 
 
 class Placement(NamedTuple):
@@ -972,7 +974,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
              f"answers {_fmt(found['share'], '.3f')}, length std/mean {_fmt(spread)}"]
     if found["ratio_interval"] is not None:
         lines.append(f"  {level} intervals over its {found['groups']} groups with a signal (bootstrap, "
-                     f"{BOOTSTRAP_RESAMPLES} resamples of the groups, seed {BOOTSTRAP_SEED}): wrong/right "
+                     f"{BOOTSTRAP_RESAMPLES} resamples of the groups, seed {BOOTSTRAP_SEED}; nominal: from {MIN_SIGNAL_GROUPS} "
+                     f"groups they covered at least {COVERAGE_SEEN} in simulation): wrong/right "
                      f"{_fmt_interval(found['ratio_interval'])}, token's share "
                      f"{_fmt_interval(found['share_interval'], '.3f') if found['share_interval'] else 'n/a'}")
     else:
