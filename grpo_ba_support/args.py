@@ -230,6 +230,11 @@ def check_args(args):
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if args.threads < 0:
         raise UsageError(f"--threads must be 0 (auto) or more (got {args.threads})")
+    for name, value in (("lr", args.lr), ("temperature", args.temperature)):
+        if not value > 0:     # temperature 0 would divide the logits by 0: rollouts sample, greedy is eval's
+            raise UsageError(f"--{name} must be above 0 (got {value})")
+    if args.eps_low < 0 or args.eps_high < 0:
+        raise UsageError(f"--eps-low and --eps-high are clip ranges, 0 or more (got {args.eps_low}, {args.eps_high})")
     batch = args.group_size * args.prompts_per_step
     if args.micro_batch_size and (args.micro_batch_size < 0 or batch % args.micro_batch_size):
         raise UsageError(f"--micro-batch-size {args.micro_batch_size} does not divide "

@@ -162,14 +162,20 @@ def test_seed_help_says_a_seed_without_a_shipped_warm_up_trains_one_first(help_t
 
 @pytest.mark.parametrize("argv, said", [(["--preset", "qwen3-7b"], "unknown --preset 'qwen3-7b'; the presets: "
                                          + ", ".join(grpo_ba_args.PRESETS)),
-                                        (["--threads", "-2"], "--threads must be 0 (auto) or more (got -2)")])
-def test_an_unknown_preset_and_negative_threads_are_refused_in_one_line(argv, said, capsys, tmp_path, monkeypatch):
+                                        (["--threads", "-2"], "--threads must be 0 (auto) or more (got -2)"),
+                                        (["--temperature", "0"], "--temperature must be above 0 (got 0.0)"),
+                                        (["--lr", "-1"], "--lr must be above 0 (got -1.0)"),
+                                        (["--eps-low", "-1"], "--eps-low and --eps-high are clip ranges, 0 or more "
+                                                              "(got -1.0, 0.28)")])
+def test_an_unknown_preset_and_values_that_would_fail_late_are_refused_in_one_line(argv, said, capsys, tmp_path,
+                                                                                   monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert grpo_ba.main(argv) == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"grpo_ba.py: error: {said}"]
     assert os.listdir(tmp_path) == []                                       # refused before anything is written
     config = tmp_path / "c.json"                                            # from a --config file too
-    config.write_text(json.dumps({argv[0][2:]: argv[1] if argv[0] == "--preset" else int(argv[1])}))
+    value = argv[1] if argv[0] == "--preset" else int(argv[1]) if argv[0] == "--threads" else float(argv[1])
+    config.write_text(json.dumps({argv[0][2:].replace("-", "_"): value}))
     assert grpo_ba.main(["--config", str(config)]) == 2 and said in capsys.readouterr().err
 
 
