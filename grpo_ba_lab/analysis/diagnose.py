@@ -143,7 +143,7 @@ DEFAULT_CONVENTION = (None, "population", 1e-6)
 def _convention(row, where):
     """(adv_scale or None, std, eps) of one line: how the trainer that wrote it computed advantages."""
     scale, std, eps = row.get("adv_scale"), row.get("std", "population"), row.get("eps", 1e-6)
-    if scale is not None and scale not in ("std", "none"):
+    if scale is not None and scale not in ("std", "none", "batch"):   # batch: decided in _conventions
         raise RolloutsError(f"{where}: 'adv_scale' {json.dumps(scale)}: diagnose computes per-group advantages, "
                             "'std' or 'none' (TRL's scale_rewards='batch' divides by one std of the whole batch)")
     if std not in STDS:
@@ -299,6 +299,10 @@ def read_steps(path: str, rows=None, run_id=None) -> dict[int, tuple]:
 def _conventions(path, rows, adv_scale):
     """(adv_scale, std, eps) for this run: the file's, --adv-scale first where given."""
     scale, std, eps = convention_of(path, rows)
+    if scale == "batch" and not adv_scale:
+        raise RolloutsError(f"{path}: its advantages are TRL's scale_rewards='batch' (one std over the whole "
+                            "batch), which diagnose does not compute: pass --adv-scale none (the same shares and "
+                            "ratio; the token loss at ratio 1 then lacks the batch std) or --adv-scale std")
     return adv_scale or scale or "std", std, eps
 
 
@@ -973,7 +977,7 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
              f"  this run ({batch.where}): wrong/right (Lbar-/Lbar+) {_fmt(found['ratio'])}, token's share on right "
              f"answers {_fmt(found['share'], '.3f')}, length std/mean {_fmt(spread)}"]
     if found["ratio_interval"] is not None:
-        lines.append(f"  {level} intervals over its {found['groups']} groups with a signal (bootstrap, "
+        lines.append(f"  {level} intervals over its {found['groups']} group{'s' * (found['groups'] != 1)} with a signal (bootstrap, "
                      f"{BOOTSTRAP_RESAMPLES} resamples of the groups, seed {BOOTSTRAP_SEED}; nominal: from {MIN_SIGNAL_GROUPS} "
                      f"groups they covered at least {COVERAGE_SEEN} in simulation): wrong/right "
                      f"{_fmt_interval(found['ratio_interval'])}, token's share "

@@ -257,6 +257,10 @@ class BiasMetricsMixin:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if dump_writers(self) and len(self.reward_funcs) > 1:
+            raise ValueError("dump_rollouts records the rewards of the one function it wraps, but TRL's advantages "
+                             f"come from all {len(self.reward_funcs)} reward functions: combine them into one function "
+                             "and wrap that, or dump without the others")
         for writer in dump_writers(self):
             writer.attach(self)
 
@@ -268,8 +272,13 @@ class BiasMetricsMixin:
 
 
 def write_dumped_rollouts(trainer, output):
-    """Write the lines the dump_rollouts wrappers hold for this batch, with the loss mask's lengths."""
+    """Write the lines the dump_rollouts wrappers hold for this batch, with the loss mask's lengths;
+    an evaluation's batch (the model in eval mode) trains nothing, so its lines are dropped."""
     writers = dump_writers(trainer)
+    if writers and not getattr(getattr(trainer, "model", None), "training", True):
+        for writer in writers:
+            writer.discard()
+        return
     if writers:
         check_trl_batch(output)
         lengths = loss_mask(output).sum(dim=1).tolist()                    # this process's rows, TRL's order
@@ -468,8 +477,11 @@ def dump_rollouts(reward_func, path, num_generations):
                                     **{k: v for k, v in line.items() if k not in keys}}) + "\n")
         held.clear()
 
+    def discard():
+        held.clear()
+
     dumping.trainer = None
     dumping.dumps_rollouts = True
-    dumping.attach, dumping.write = attach, write
+    dumping.attach, dumping.write, dumping.discard = attach, write, discard
     dumping.__name__ = getattr(reward_func, "__name__", "reward")   # TRL names its reward metrics after it
     return dumping

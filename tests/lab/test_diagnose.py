@@ -232,9 +232,22 @@ def test_the_files_adv_scale_is_used_and_the_flag_overrides_it(tmp_path):
     assert diagnose.diagnose(path, adv_scale="std")["adv_scale"] == "std"
 
 
+def test_a_batch_scaled_trl_dump_is_read_with_adv_scale_none_and_refused_without_a_flag(tmp_path, capsys):
+    """TRL's scale_rewards='batch' divides by one std of the whole batch: the shares and the ratio
+    are those of unscaled advantages, so --adv-scale none reads it; without a flag, one line says so."""
+    rows = [{"group": g, "reward": r, "length": n} for g, r, n in (("a", 1, 4), ("a", 0, 9), ("b", 1, 3), ("b", 0, 8))]
+    batch = write_lines(tmp_path / "batch.jsonl", [{**row, "adv_scale": "batch"} for row in rows])
+    code, out, err = run_diagnose(capsys, batch)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--adv-scale none" in err
+    plain = write_lines(tmp_path / "plain.jsonl", rows)
+    read = diagnose.diagnose(batch, adv_scale="none")
+    assert read["pos_share_token"] == pytest.approx(diagnose.diagnose(plain)["pos_share_token"])
+    assert read["neg_over_pos"] == pytest.approx(diagnose.diagnose(plain)["neg_over_pos"])
+
+
 @pytest.mark.parametrize("second, words", [
     ({"std": "unbiased"}, "line 2: its adv_scale/std/eps"),
-    ({"adv_scale": "batch"}, "line 2: 'adv_scale' \"batch\""),
+    ({"adv_scale": "carrot"}, "line 2: 'adv_scale' \"carrot\""),
     ({"std": "sample"}, "line 2: 'std' must be"),
 ])
 def test_a_run_with_two_advantage_conventions_or_one_diagnose_cannot_compute_is_one_line(tmp_path, capsys, second,

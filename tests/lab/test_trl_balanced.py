@@ -24,7 +24,7 @@ def odd_length_reward(completions, **kwargs):
 
 
 def make_trainer(tmp_path, cls=BalancedGRPOTrainer, loss_type="dapo", callbacks=None, reward=odd_length_reward,
-                 **config):
+                 evaluate=False, **config):
     tokenizer = char_tokenizer()
     model = tiny_qwen3(tokenizer, seed=0)
     data = Dataset.from_dict({"prompt": ["12+3+4=", "45+6+7=", "30+1+1=", "77+2+9="]})   # equal lengths: no padding
@@ -33,7 +33,7 @@ def make_trainer(tmp_path, cls=BalancedGRPOTrainer, loss_type="dapo", callbacks=
                                   max_completion_length=10, loss_type=loss_type, beta=0.0, use_cpu=True, report_to=[],
                                   temperature=1.0, logging_steps=1, max_steps=1, save_strategy="no"), **config})
     return cls(model=model, reward_funcs=reward, args=config, train_dataset=data, processing_class=tokenizer,
-               callbacks=callbacks)
+               callbacks=callbacks, eval_dataset=data if evaluate else None)
 
 
 @pytest.fixture
@@ -253,6 +253,26 @@ def test_dump_rollouts_in_a_plain_grpo_trainer_is_refused_in_one_line(tmp_path):
     with pytest.raises(RuntimeError, match="loss mask.*BiasMetricsMixin") as err:
         trainer.train()
     assert "\n" not in str(err.value)
+
+
+def test_dump_rollouts_beside_another_reward_function_is_refused_at_start(tmp_path):
+    """TRL's advantages come from every reward function; the dump records only the one it wraps."""
+    path = str(tmp_path / "rollouts.jsonl")
+    with pytest.raises(ValueError, match="records the rewards of the one function it wraps") as err:
+        make_trainer(tmp_path, reward=[dump_rollouts(odd_length_reward, path, num_generations=4), odd_length_reward])
+    assert "\n" not in str(err.value)
+
+
+def test_an_evaluations_rollouts_are_not_dumped_as_training_rows(tmp_path):
+    """eval_on_start generates and scores a batch in eval mode: no update uses it, so the dump
+    holds the training batches alone (those of step 0 only, here)."""
+    path = tmp_path / "rollouts.jsonl"
+    trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, str(path), num_generations=4),
+                           evaluate=True, eval_strategy="steps", eval_steps=1, eval_on_start=True,
+                           per_device_eval_batch_size=8)
+    trainer.train()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == 8 and {line["step"] for line in lines} == {0}
 
 
 def test_dumped_lines_carry_trls_global_step_and_a_new_run_id_for_each_new_trainer_state(tmp_path):
