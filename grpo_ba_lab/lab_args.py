@@ -82,7 +82,8 @@ PRESETS = {
     # preset takes it.
     "qwen3-1.7b": {**grpo_ba_args.PRESETS["qwen3-1.7b"], "rollout_engine": "static"},
     # The paper's 7B model, meant for one 80 GB GPU (never run on one: only its update, at batch
-    # 2 x 8 with random weights, ran on a 141 GB H200; docs/real-models-gpu.md): LoRA adapters over a frozen bf16 base
+    # 2 x 8 with random weights, ran on a 141 GB H200; docs/real-models-gpu.md): LoRA adapters
+    # over a frozen bf16 base
     # (grpo_ba_lab/plumbing/lora.py). Its context is 4096 tokens: 3072 new, so prompts may have
     # up to 1024. LoRA's best lr sits about 10x above full fine-tuning's (1e-6 for Qwen3-1.7B).
     "qwen2.5-math-7b": dict(dtype="bfloat16", gradient_checkpointing=True, micro_batch_size=4,

@@ -35,7 +35,8 @@ PRESETS = {
 # What each preset's GPU memory is known from, as --help says it: the committed log, not a hope.
 PRESET_MEMORY = {
     "qwen3-1.7b": "peak 40.2 GiB in scripts/gpu_check.py's 2 steps (random weights, 8x8, 1000 new "
-                  "tokens, sampling with generate) on a 141 GB H200 (assets/gpu-check-2026-12-04/); "
+                  "tokens, sampling with generate) on a 141 GB H200 "
+                  "(assets/gpu-check-2026-12-04/); "
                   "grpo_ba.py itself and 80 GB cards: unmeasured",
 }
 
@@ -212,7 +213,8 @@ def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=
         return cls(**grpo_ba_run.resumed_args(typed["resume"], typed, defaults, machine_flags))
     chosen = {**defaults, **config, **typed}           # which preset and design are asked for
     if chosen["preset"] and chosen["preset"] not in presets:
-        raise UsageError(f"unknown --preset {chosen['preset']!r}; the presets: {', '.join(presets)}")
+        raise UsageError(f"unknown --preset {chosen['preset']!r}; "
+                         f"the presets: {', '.join(presets)}")
     preset = presets.get(chosen["preset"], {})
     design = auto_design(chosen) if chosen["design"] == designs.AUTO else chosen["design"]
     from_design = {k: v for k, v in designs.design_flags(design).items() if k in defaults}
@@ -231,10 +233,11 @@ def check_args(args):
     if args.threads < 0:
         raise UsageError(f"--threads must be 0 (auto) or more (got {args.threads})")
     for name, value in (("lr", args.lr), ("temperature", args.temperature)):
-        if not value > 0:     # temperature 0 would divide the logits by 0: rollouts sample, greedy is eval's
+        if not value > 0:          # temperature 0 divides the logits by 0 (greedy is eval's)
             raise UsageError(f"--{name} must be above 0 (got {value})")
     if args.eps_low < 0 or args.eps_high < 0:
-        raise UsageError(f"--eps-low and --eps-high are clip ranges, 0 or more (got {args.eps_low}, {args.eps_high})")
+        raise UsageError(f"--eps-low and --eps-high are clip ranges, 0 or more "
+                         f"(got {args.eps_low}, {args.eps_high})")
     batch = args.group_size * args.prompts_per_step
     if args.micro_batch_size and (args.micro_batch_size < 0 or batch % args.micro_batch_size):
         raise UsageError(f"--micro-batch-size {args.micro_batch_size} does not divide "
