@@ -15,8 +15,8 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python -m grpo_ba_plots runs/demo-s22          # redraw a run directory's figures
 
 One step, sampling to optimizer.step(), is grpo_step here; besides this file it reads
-grpo_ba_support/task.py (stop ids), toy_tasks/arithmetic.py (forced starts, the reward) and,
-only where a micro-batch splits a group, grpo_ba_support/coefficients.py.
+grpo_ba_support/task.py (stop ids), toy_tasks/arithmetic.py (forced starts, the reward) and
+grpo_ba_support/coefficients.py (split groups; the logged shares' graded balanced, equal here).
 The lab (grpo_ba_lab/, docs/lab.md) builds on these functions, never the other way round.
 
 Where this file departs from the paper's GRPO or GRPO implementations disagree (the code says
