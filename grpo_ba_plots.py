@@ -273,7 +273,9 @@ def story(runs: dict, args, figures) -> list[str]:
         "pg-loss at ratio 1 (before the policy moves): 0 where the two signs' weights balance.",
         lengths + ".",
         f"accuracy: greedy, {args.eval_prompts} held-out prompts. One seed ranks no rule: it "
-        "mixes rule and luck.",
+        "mixes rule and luck" + (f"; seed {args.seed} and its world were picked after runs were "
+                                 "seen (docs/toy-designs.md)." if args.seed in designs.DESIGNS.get(
+                                     args.design, {}).get("shipped", {}) else "."),
         f"the figure's last panels: the responses the world started with {start}, the same "
         "for every rule, and entropy, how spread the policy's next-token choice is.")]
     read = ["Reading the rows:",

@@ -71,8 +71,10 @@ class LabArgs(grpo_ba_args.Args):
     attn_implementation: str = arg("sdpa", "sdpa | eager | flash_attention_2 (if installed)")
     truncated: str = arg("keep", "a response cut at --max-new-tokens: keep it in the loss, or "
                                  "mask it out (DAPO's overlong filter; its advantage still counts)")
-    rollout_engine: str = arg("generate", "generate (the reference) | static | paged: the same "
-                                          "tokens, faster on a GPU (docs/gpu-rollouts.md)")
+    rollout_engine: str = arg("generate", "generate (the reference) | static | paged: other "
+                                          "samplers; tokens checked against generate's on a CPU "
+                                          "only, speed measured once on an H200 "
+                                          "(docs/gpu-rollouts.md)")
 
 
 PRESETS = {

@@ -66,7 +66,7 @@ FRAGMENTS = [
     Fragment("docs/method.md", "and take 70% of its weight.",
              f"= -{EXAMPLE.format('token')}[2]"),
     Fragment("docs/method.md",
-             "paths), balanced against sequence holds: its last accuracy is higher by +0.039; balanced\n"
+             "balanced against sequence holds: its last accuracy is higher by +0.039; balanced\n"
              "against token is not detected (0.031 or more would have been seen at 80% power)",
              "band | balanced - sequence / last held-out acc | against 0, pooled#1; "
              "band | balanced - token / last held-out acc | against 0"),
