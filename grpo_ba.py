@@ -216,7 +216,7 @@ def autocast(args, device_type):
 
 def generate(policy, encoded, max_new_tokens, pad_id, stop_ids, **sampling) -> torch.Tensor:
     """The reference sampler, Hugging Face's generate: (B, S_prompt) -> (B, S_prompt + T).
-    train(sample=...) takes any function with this signature (the lab's faster engines)."""
+    train(sample=...) takes any function with this signature (the lab's other engines)."""
     return policy.generate(**encoded, max_new_tokens=max_new_tokens, **sampling,
                            pad_token_id=pad_id, eos_token_id=stop_ids)
 

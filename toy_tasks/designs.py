@@ -36,8 +36,8 @@ DESIGNS = {
                  # seed -> sha256 of warmup_path(design, seed), made by `python -m
                  # grpo_ba_lab.shipped_warmups demo 22` (the band warm-up: 2-core AMD EPYC,
                  # AVX-512, torch 2.13.0+cpu); seed 22: the first from 20 whose demo repeats on
-                 # every machine variant tried and passes strong-band's manipulation check
-                 # (docs/toy-designs.md, "The demo since 2026-12-02")
+                 # every machine variant tried and passes strong-band's manipulation check (a test
+                 # written after seed 21's runs; docs/toy-designs.md, "The demo since 2026-12-02")
                  shipped={22: "672e131dd2b4a852f13ecbc8ae703864b9a1d193658b144f9b838a409c48405c"},
                  # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
                  # samples, greedy accuracy on all 729 held-out prompts), the same on every

@@ -4,7 +4,7 @@
 - lm_setup: the lab's `build`: the toy world from --regime/--gap-size/..., any warm-up, .gguf, data
 - real_data: every --dataset row checked before anything loads; benchmarks: --eval-dataset files
 - gguf_models: --model FILE.gguf, converted once; lora: --lora-rank adapters over a frozen base
-- rollout_engines: faster samplers for train(sample=...) (--rollout-engine static | paged)
+- rollout_engines: other samplers for train(sample=...) (--rollout-engine static | paged)
 - training_run: the lab's loggers (provenance, data report, trackers, completions, export)
 - export: the final policy in Hugging Face format (or its PEFT adapter) with a model card
 - report_to: the metrics of metrics.jsonl to TensorBoard, trackio or wandb (--report-to)
