@@ -302,7 +302,7 @@ def _conventions(path, rows, adv_scale):
     if scale == "batch" and not adv_scale:
         raise RolloutsError(f"{path}: its advantages are TRL's scale_rewards='batch' (one std over the whole "
                             "batch), which diagnose does not compute: pass --adv-scale none (the same shares and "
-                            "ratio; the token loss at ratio 1 then lacks the batch std) or --adv-scale std")
+                            "ratio; the token loss at ratio 1 then lacks the batch std)")
     return adv_scale or scale or "std", std, eps
 
 
@@ -999,7 +999,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     covering = [d for d in designs if covers(d, interval)]
     lines.append("  what the designs covering your ratio found (primary rows; verdicts: holds, contradicted, "
                  "not detected), world by world, each with how it was chosen:" if covering
-                 else "  no design's step-0 wrong/right range covers your ratio")
+                 else "  no design's step-0 wrong/right range covers your ratio" if found["ratio"] is not None
+                 else "  no wrong/right ratio to place: the batch has no right or no wrong answer in the loss")
     for world in [w for w in WORLDS if any(d.world == w.name for d in covering)]:
         lines.append(f"   {world.name}, {world.chosen}:")
         for d in [d for d in covering if d.world == world.name]:
