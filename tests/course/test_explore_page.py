@@ -31,7 +31,8 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_ba import (AGGREGATORS, aggregation_coefficients, clipped_token_loss, group_advantages, mask_from_lengths,
+import grpo_ba
+from grpo_ba import (aggregation_coefficients, clipped_token_loss, group_advantages, mask_from_lengths,
                      positive_share, sign_weights, token_weights)
 
 pytestmark = pytest.mark.slow                      # drives Chromium
@@ -205,7 +206,10 @@ def grpo_ba_numbers(group):
         # pg_loss: sum_it c_it l_it with l_it = -A_i (docs/method.md §1, §3)
         at_ratio_one = torch.zeros(mask.shape)
         token_loss = clipped_token_loss(at_ratio_one, at_ratio_one, advantages, mask)
-        numbers[("loss-at-ratio-one", rule, None)] = AGGREGATORS[rule](token_loss, mask, advantages, size).item()
+        # the rule as the page and grpo_ba's weights read it: balanced's advantage-mass form, which
+        # is the paper's k/G form on binary rewards (grpo_ba.rule_for_any_rewards, choice 7)
+        rule_function = grpo_ba.rule_for_any_rewards(rule)
+        numbers[("loss-at-ratio-one", rule, None)] = rule_function(token_loss, mask, advantages, size).item()
     return numbers
 
 
