@@ -358,7 +358,7 @@ def reading(s: dict) -> str:
              "text was not available here): a large gap between the lengths of positive and negative responses "
              "hurts token aggregation and high length variance hurts sequence aggregation (the summaries tie "
              "these to a Qwen3-1.7B and a Qwen2.5-Math-7B case, unverified); Balanced Aggregation is meant "
-             "to be robust to both.")
+             "to be robust to both. These are the paper's claims, not verdicts of this project's runs.")
     if s["len_pos"] is None or s["len_neg"] is None or s["neg_over_pos"] is None:
         return paper + " Here no group has both signs of advantage, so no rule has a gradient to bias."
     longer, shorter, ratio = (("negative", "positive", s["neg_over_pos"]) if s["len_neg"] >= s["len_pos"]
