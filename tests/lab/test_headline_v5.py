@@ -200,38 +200,18 @@ PARTS = DESIGN.archive_dir
 
 
 def _parts():
-    found = sorted(p for p in os.listdir(PARTS) if p.endswith(".tar.gz")) if os.path.isdir(PARTS) else []
-    if not found:
-        pytest.skip("no part of headline-v5's runs is committed yet")
-    return found
+    from registration_commits import committed_parts
+    return committed_parts(PARTS, "headline-v5")
 
 
 def test_every_archived_run_is_from_the_worlds_commit_on_its_variant_in_one_start(tmp_path):
     """The registration's run rules as the parts record them: every run from a clean checkout of
     the commit that added the chosen worlds, in one start, on the CPU, one thread, its
     variant's kernels; no unit is in two parts, and no part changed after it was added."""
-    import tarfile
-
-    from registration_commits import commits_touching, registration_commit
-    worlds_commit = registration_commit(DATA["worlds_file"])
-    seen = set()
+    from registration_commits import assert_archived_runs_from, commits_touching, registration_commit
     for part in _parts():
         assert len(commits_touching(os.path.join(DATA["archive"], part))) <= 1, part
-        with tarfile.open(os.path.join(PARTS, part)) as tar:
-            units = {os.path.dirname(os.path.dirname(m.name)) for m in tar.getmembers()}
-            assert not units & seen, part
-            seen |= units
-            tar.extractall(tmp_path, filter="data")
-    for unit in sorted(seen):
-        variant = "-".join(unit.rsplit("-", 2)[-2:])
-        for rule in DESIGN.rules:
-            starts = json.loads((tmp_path / unit / rule / "run.json").read_text())["starts"]
-            assert len(starts) == 1, (unit, rule)
-            assert starts[0]["provenance"]["git"] == {"commit": worlds_commit, "dirty": False}, (unit, rule)
-            assert starts[0]["provenance"]["device"] == "cpu"
-            machine = starts[0]["machine"]
-            assert (machine["threads"], machine["aten_cpu_capability"].lower()) == (
-                1, designs.VARIANTS[variant]["cpu_capability"]), (unit, rule)
+    assert_archived_runs_from(PARTS, "headline-v5", registration_commit(DATA["worlds_file"]), DESIGN.rules, tmp_path)
 
 
 @pytest.mark.slow                   # unpacks every part

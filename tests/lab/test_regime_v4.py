@@ -152,10 +152,8 @@ PARTS = os.path.join(designs.REPO, "assets", "regime-v4", "archive")
 
 
 def _parts():
-    found = sorted(p for p in os.listdir(PARTS) if p.endswith(".tar.gz")) if os.path.isdir(PARTS) else []
-    if not found:
-        pytest.skip("no part of regime-v4's runs is committed yet")
-    return found
+    from registration_commits import committed_parts
+    return committed_parts(PARTS, "regime-v4")
 
 
 def test_every_archived_run_is_from_the_registration_commit_on_its_variant_in_one_start(tmp_path):
@@ -163,26 +161,9 @@ def test_every_archived_run_is_from_the_registration_commit_on_its_variant_in_on
     the commit that added registrations/regime-v4.md, in one start (an unfinished unit is
     trained again from scratch, never resumed), on the CPU, one thread, its variant's kernels;
     no unit is in two parts."""
-    from registration_commits import registration_commit
-    registered = registration_commit(r4.REGISTRATION)
-    seen = set()
-    for part in _parts():
-        with tarfile.open(os.path.join(PARTS, part)) as tar:
-            units = {os.path.dirname(os.path.dirname(m.name)) for m in tar.getmembers()}
-            assert not units & seen, part
-            seen |= units
-            tar.extractall(tmp_path, filter="data")
+    from registration_commits import assert_archived_runs_from, registration_commit
+    seen = assert_archived_runs_from(PARTS, "regime-v4", registration_commit(r4.REGISTRATION), r4.RULES, tmp_path)
     assert r4.archived_units(PARTS) == seen
-    for unit in sorted(seen):
-        variant = unit.rsplit("-", 2)[-2] + "-" + unit.rsplit("-", 2)[-1]
-        for rule in r4.RULES:
-            starts = json.loads((tmp_path / unit / rule / "run.json").read_text())["starts"]
-            assert len(starts) == 1, (unit, rule)
-            assert starts[0]["provenance"]["git"] == {"commit": registered, "dirty": False}, (unit, rule)
-            assert starts[0]["provenance"]["device"] == "cpu"
-            machine = starts[0]["machine"]
-            assert (machine["threads"], machine["aten_cpu_capability"].lower()) == (
-                1, designs.VARIANTS[variant]["cpu_capability"]), (unit, rule)
 
 
 def test_a_committed_part_is_never_changed_after_the_commit_that_added_it():
