@@ -9,7 +9,9 @@
 The claims are the tests of tests/course/test_math_core.py tagged `@checks(function)`; this
 script runs them with pytest, with GRPO_BA_MATH_CORE naming the module under test, and
 prints per function "passed" or the claims that failed and why, each cause once, and where in
-the module under test it arose (never a line of grpo_ba.py, the solution). A function whose
+the module under test it arose (never a line of grpo_ba.py, the solution); under a failed
+comparison, what the student's code gave and what the claim expected, one line each (values
+only: never the solution's code, nor where it lives). A function whose
 signature the claims cannot call is reported in one line, and its claims are not run. Exit
 code 0 when every checked function passes, 1 while any fails, 2 for bad usage. From inside
 exercises/ it runs too (exercises/exercises/ stands in for the package there).
@@ -37,6 +39,8 @@ class ClaimCollector:
         self.results = {name: [] for name in functions}     # function -> [(claim, passed, why)]
         self.functions_of = {}                               # test node id -> functions it checks
         self.outcome = {}                                    # test node id -> (passed, why)
+        self.values = {}                                     # test node id -> (got, expected), in words
+        self.compared = None                                 # the running claim's failed comparison
 
     def pytest_collection_modifyitems(self, session, config, items):
         kept, dropped = [], []
@@ -52,11 +56,29 @@ class ClaimCollector:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
 
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.compared = None
+
+    def pytest_assertrepr_compare(self, config, op, left, right):
+        """A claim's `assert got OP expected` failed: keep both sides (pytest's message stays)."""
+        self.compared = (op, left, right)
+
+    def recording(self, name, function):
+        """torch.allclose or torch.equal, keeping (got, expected) when it answers False."""
+        def compare(got, expected, *args, **kwargs):
+            same = function(got, expected, *args, **kwargs)
+            if not same:
+                self.compared = (name, got, expected)
+            return same
+        return compare
+
     def pytest_runtest_logreport(self, report):
         if report.nodeid not in self.functions_of:
             return
         if report.failed:
             self.outcome[report.nodeid] = (False, _why(report, self.module_file))
+            if report.when == "call" and self.compared and _failed_assertion(report):
+                self.values[report.nodeid] = got_and_expected(*self.compared)
         elif report.when == "call" and report.nodeid not in self.outcome:
             self.outcome[report.nodeid] = (True, "")
 
@@ -65,7 +87,51 @@ class ClaimCollector:
             passed, why = self.outcome.get(nodeid, (False, "did not run"))
             claim = nodeid.split("::", 1)[-1]
             for name in names:
-                self.results[name].append((claim, passed, why))
+                self.results[name].append((claim, passed, why, self.values.get(nodeid)))
+
+
+def _failed_assertion(report) -> bool:
+    """Whether `report` failed on an assertion of the claims file, not on an exception."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    return (crash is not None and os.path.abspath(crash.path) == CLAIMS
+            and crash.message.lstrip().startswith(("assert", "AssertionError")))
+
+
+def _words(value, limit: int = 90) -> str:
+    """A value as a student reads it: numbers to 6 digits, a tensor as its numbers."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        value = value.item() if value.numel() == 1 else value.tolist()
+    if type(value).__name__.startswith("Approx") and hasattr(value, "expected"):     # pytest.approx(x)
+        tolerance = getattr(value, "tolerance", None)                              # a scalar's
+        return _words(value.expected, limit) + (f" (within {tolerance:.2g})" if tolerance is not None else
+                                                 " (approximately)")
+    if isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, (list, tuple)):
+        inner = ", ".join(_words(v, limit) for v in value)
+        text = f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    else:
+        text = repr(value)                              # pytest.approx: `0.4 ± 1.0e-07`
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def got_and_expected(op: str, got, expected) -> tuple[str, str]:
+    """(what the student's code gave, what the claim expected), in words, of a failed comparison;
+    a tensor of more than 6 numbers at its first entry that differs."""
+    import torch
+    tensors = isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)
+    if tensors and got.shape == expected.shape and got.numel() > 6:
+        differ = ~torch.isclose(got.detach().double(), expected.detach().double(), atol=1e-6, equal_nan=True)
+        if differ.any():
+            at = tuple(int(i) for i in differ.nonzero()[0])
+            where = f" at [{', '.join(map(str, at))}] of a {tuple(got.shape)} tensor"
+            return _words(got[at]) + where, _words(expected[at]) + where
+    said = {"allclose": "", "equal": "", "==": "", "!=": "anything but "}.get(op, f"{op} ") + _words(expected)
+    if tensors and got.shape != expected.shape:
+        return f"{_words(got)} (shape {tuple(got.shape)})", f"{said} (shape {tuple(expected.shape)})"
+    return _words(got), said
 
 
 def _why(report, module_file=None) -> str:
@@ -111,12 +177,21 @@ def call_problem(module, name: str) -> str | None:
 
 
 def run_claims(module: str, functions=FUNCTIONS, module_file=None) -> dict:
-    """{function: [(claim, passed, why)]} for the claims about `functions` in `module`."""
+    """{function: [(claim, passed, why, (got, expected) or None)]} for the claims about
+    `functions` in `module`."""
     import pytest
+    import torch
     os.environ["GRPO_BA_MATH_CORE"] = module
     collector = ClaimCollector(functions, module_file)
-    exit_code = pytest.main(["-p", "no:cacheprovider", "-p", "no:terminal", "-W", "ignore", f"--rootdir={ROOT}", CLAIMS],
-                            plugins=[collector])
+    originals = {"allclose": torch.allclose, "equal": torch.equal}    # the claims compare tensors with these
+    for name, function in originals.items():
+        setattr(torch, name, collector.recording(name, function))
+    try:
+        exit_code = pytest.main(["-p", "no:cacheprovider", "-p", "no:terminal", "-W", "ignore", f"--rootdir={ROOT}",
+                                 CLAIMS], plugins=[collector])
+    finally:
+        for name, function in originals.items():
+            setattr(torch, name, function)
     if exit_code not in (0, 1, 5):                 # 5: no claims collected, reported per function
         raise RuntimeError(f"pytest could not run {CLAIMS} (exit code {int(exit_code)})")
     return collector.results
@@ -124,30 +199,36 @@ def run_claims(module: str, functions=FUNCTIONS, module_file=None) -> dict:
 
 def report(results: dict) -> tuple[str, bool]:
     """Per function: passed (n claims), the failed claims with why, or (a str) why its claims did
-    not run. -> (text, all passed)."""
+    not run; under a failed comparison, what the student's code gave and what the claim expected
+    (of its first claim, when several share the cause). -> (text, all passed)."""
     lines, all_passed = [], True
     for name, claims in results.items():
         if isinstance(claims, str):                  # not run: why the claims cannot call it
             lines.append(f"{name:20s} {claims}")
             all_passed = False
             continue
-        failed = [(claim, why) for claim, passed, why in claims if not passed]
+        failed = [(claim, why, values[0] if values else None)
+                  for claim, passed, why, *values in claims if not passed]
         if not claims:
             lines.append(f"{name:20s} no claims found")
             all_passed = False
         elif not failed:
             lines.append(f"{name:20s} passed ({len(claims)} claim{'s' * (len(claims) != 1)})")
-        elif all(why.startswith("NotImplementedError") for _, why in failed) and len(failed) == len(claims):
+        elif all(why.startswith("NotImplementedError") for _, why, _ in failed) and len(failed) == len(claims):
             all_passed = False
             lines.append(f"{name:20s} not implemented yet ({len(claims)} claims to pass)")
         else:
             all_passed = False
             lines.append(f"{name:20s} FAILED {len(failed)} of {len(claims)} claims")
             by_why = {}                                  # one cause, told once
-            for claim, why in failed:
-                by_why.setdefault(why, []).append(claim)
-            lines += [f"    {claims_[0]}: {why}" if len(claims_) == 1 else
-                      f"    {len(claims_)} claims ({claims_[0]}, ...): {why}" for why, claims_ in by_why.items()]
+            for claim, why, values in failed:
+                by_why.setdefault(why, []).append((claim, values))
+            for why, told in by_why.items():
+                lines.append(f"    {told[0][0]}: {why}" if len(told) == 1 else
+                             f"    {len(told)} claims ({told[0][0]}, ...): {why}")
+                if told[0][1]:
+                    got, expected = told[0][1]
+                    lines += [f"        got:      {got}", f"        expected: {expected}"]
     return "\n".join(lines), all_passed
 
 

@@ -81,3 +81,36 @@ def test_missing_files_say_where_the_checker_looked_and_what_to_do(capsys, monke
     said = capsys.readouterr().err.strip()
     assert said.startswith(f"exercises.check: error: the claims file is missing (looked for {tmp_path}")
     assert "\n" not in said
+
+
+WRONG_NORMALISER = textwrap.dedent('''\
+    def aggregate_token(per_token_loss, mask, advantages, group_size):
+        return (per_token_loss * mask).sum() / mask.shape[0]       # divides by B, not by sum L_i
+    ''')
+
+
+def test_a_failed_comparison_says_what_the_code_gave_and_what_was_expected_one_line_each(tmp_path):
+    """The worked example (docs/method.md §3: J_tok = 0.4) divided by B = 4 instead of by the 10
+    tokens gives 1.0: the checker prints both values under the claim, and never the solution."""
+    (tmp_path / "wrong_token.py").write_text(WRONG_NORMALISER)
+    out = run_check("--module", "wrong_token", "aggregate_token", path=str(tmp_path)).stdout
+    lines = out.splitlines()
+    claim = next(i for i, line in enumerate(lines) if "test_worked_example_of_method_section_3[token" in line)
+    assert lines[claim + 1] == "        got:      1", out
+    assert lines[claim + 2] == "        expected: 0.4 (within 1e-07)", out
+    per_token = next(i for i, line in enumerate(lines) if "test_per_token_gradient_weight_matches_method_table" in line)
+    assert re.fullmatch(r"        got:      [\d.]+ at \[\d+, \d+\] of a \(8, \d+\) tensor", lines[per_token + 1]), out
+    assert lines[per_token + 2].startswith("        expected: "), out
+    assert "grpo_ba.py" not in out and "def aggregate_token" not in out and "Traceback" not in out
+
+
+def test_got_and_expected_in_words():
+    import pytest
+    import torch
+    assert check.got_and_expected("==", 0.30000001, pytest.approx(0.4, abs=1e-7)) == ("0.3", "0.4 (within 1e-07)")
+    assert check.got_and_expected("!=", 1.0, pytest.approx(1.0, rel=0.05)) == ("1", "anything but 1 (within 0.05)")
+    assert check.got_and_expected(">", 0.0, 1e-3) == ("0", "> 0.001")
+    got, expected = check.got_and_expected("allclose", torch.zeros(2, 4), torch.tensor([[0.0] * 4, [0, 0, 2.5, 0]]))
+    assert (got, expected) == ("0 at [1, 2] of a (2, 4) tensor", "2.5 at [1, 2] of a (2, 4) tensor")
+    assert check.got_and_expected("equal", torch.zeros(3), torch.zeros(2)) == ("[0, 0, 0] (shape (3,))",
+                                                                             "[0, 0] (shape (2,))")
