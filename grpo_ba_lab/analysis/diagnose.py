@@ -22,7 +22,8 @@ refused with one line listing them unless `--run ID` picks one. Lines without `r
 dumps, completions.jsonl) are one run, read as before.
 
 Advantages as the trainer that wrote the file computed them: lines may carry `adv_scale`
-("std" or "none"), `std` ("population", grpo_ba's; "unbiased", TRL's and verl's) and `eps`
+("std" or "none"; TRL's "batch" and "normalize_then_sum" are read only with --adv-scale, which
+their refusal names), `std` ("population", grpo_ba's; "unbiased", TRL's and verl's) and `eps`
 (TRL 1.16: 1e-4; grpo_ba and verl: 1e-6); TRL's dump_rollouts writes all three. Lines without
 them are grpo_ba's (population std, eps 1e-6); --adv-scale overrides the file's scale.
 
@@ -33,9 +34,10 @@ two levels, a token - sequence design with no balanced runs): inside a design's 
 or borderline (the interval crosses an edge), what each covering design found (its primary rows,
 each with its verdict: holds, contradicted, not detected with the detectable size), and a one-line
 recommendation that counts the designs of one world once (WORLDS), says how each world it quotes
-was chosen, and whose scope is those toy worlds. Below MIN_SIGNAL_GROUPS groups with a signal it
-makes none (the simulation: grpo_ba_lab/analysis/diagnose_min_groups.py). The JSON line carries
-the decision. Lengths, ratio, spread and shares are over the responses in the loss (length > 0).
+was chosen, and whose scope is those toy worlds. Below MIN_SIGNAL_GROUPS groups with a signal, or
+with a right or a wrong answer in the loss, it makes none (the simulation:
+grpo_ba_lab/analysis/diagnose_min_groups.py), nor when more than MAX_LEFT_OUT of the bootstrap's
+resamples have no ratio (masked runs). The JSON line carries the decision. Lengths, ratio, spread and shares are over the responses in the loss (length > 0).
 
 Every number comes from grpo_ba's own functions, never from a formula typed twice:
 advantages from `group_advantages`, the per-sign gradient weights from `sign_weights`
@@ -98,12 +100,19 @@ def shares_are_identities(rewards: torch.Tensor, advantages: torch.Tensor, lengt
     graded rewards for a balanced rule that weighs its signs by counts."""
     binary = bool(((rewards == rewards.min()) | (rewards == rewards.max())).all())
     kept = (advantages.double() * (lengths > 0)).view(-1, group_size)              # (P, G)
+    if not bool((kept != 0).any()):
+        return False              # no advantage in the loss: no share to be 1/2 (the report prints n/a)
     return binary and bool((kept.sum(dim=1).abs() <= 1e-6 * (kept.abs().sum(dim=1) + 1e-12)).all())
 
 
 # =====================================================================================
 # Reading ROLLOUTS.jsonl: one response per line, grouped by id
 # =====================================================================================
+
+
+def count_of(count: int, noun: str) -> str:
+    """'1 group', '2 groups': every count diagnose prints agrees with its noun."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _number(value, key, where, integer=False):
@@ -137,15 +146,22 @@ def _run_id(value, where):
 
 
 STDS = ("population", "unbiased")       # grpo_ba's (divide by G), TRL's and verl's (by G - 1)
+# Advantages diagnose does not compute, each a per-group scale times one constant of the whole batch,
+# which cancels in the shares and the ratio: the flag that reads them, and what the constant is.
+BATCH_SCALES = {
+    "batch": ("none", "TRL's scale_rewards='batch' (each group centred, then divided by one std of the whole batch)"),
+    "normalize_then_sum": ("std", "TRL's multi_objective_aggregation='normalize_then_sum' (each group standardised "
+                                  "by its unbiased std + 1e-4, then divided by one std of the whole batch)"),
+}
 DEFAULT_CONVENTION = (None, "population", 1e-6)
 
 
 def _convention(row, where):
     """(adv_scale or None, std, eps) of one line: how the trainer that wrote it computed advantages."""
     scale, std, eps = row.get("adv_scale"), row.get("std", "population"), row.get("eps", 1e-6)
-    if scale is not None and scale not in ("std", "none", "batch"):   # batch: decided in _conventions
+    if scale is not None and scale not in ("std", "none", *BATCH_SCALES):   # BATCH_SCALES: decided in _conventions
         raise RolloutsError(f"{where}: 'adv_scale' {json.dumps(scale)}: diagnose computes per-group advantages, "
-                            "'std' or 'none' (TRL's scale_rewards='batch' divides by one std of the whole batch)")
+                            "'std' or 'none' (and reads TRL's 'batch' and 'normalize_then_sum' with a flag)")
     if std not in STDS:
         raise RolloutsError(f"{where}: 'std' must be 'population' or 'unbiased', got {json.dumps(std)}")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < 1:
@@ -213,8 +229,8 @@ def _runs_listed(rows: list[Line]) -> str:
     counts: dict[str | None, list] = {}
     for line in rows:
         counts.setdefault(line.run, []).append(line.number)
-    return ", ".join(f"run {run} ({len(lines)} responses, from line {lines[0]})" if run is not None
-                     else f"{len(lines)} lines without a 'run' (from line {lines[0]})"
+    return ", ".join(f"run {run} ({count_of(len(lines), 'response')}, from line {lines[0]})" if run is not None
+                     else f"{count_of(len(lines), 'line')} without a 'run' (from line {lines[0]})"
                      for run, lines in counts.items())
 
 
@@ -251,7 +267,8 @@ def _batch(path: str, rows, what: str = ""):
     size = len(groups[keys[0]])
     for key in keys:
         if len(groups[key]) != size:
-            raise RolloutsError(f"{path} line {first_line[key]}: group {key} has {len(groups[key])} responses, "
+            raise RolloutsError(f"{path} line {first_line[key]}: group {key} has "
+                                f"{count_of(len(groups[key]), 'response')}, "
                                 f"group {keys[0]} (line {first_line[keys[0]]}) has {size}{what}; "
                                 "diagnose needs groups of equal size")
     if size < 2:
@@ -299,10 +316,11 @@ def read_steps(path: str, rows=None, run_id=None) -> dict[int, tuple]:
 def _conventions(path, rows, adv_scale):
     """(adv_scale, std, eps) for this run: the file's, --adv-scale first where given."""
     scale, std, eps = convention_of(path, rows)
-    if scale == "batch" and not adv_scale:
-        raise RolloutsError(f"{path}: its advantages are TRL's scale_rewards='batch' (one std over the whole "
-                            "batch), which diagnose does not compute: pass --adv-scale none (the same shares and "
-                            "ratio; the token loss at ratio 1 then lacks the batch std)")
+    if scale in BATCH_SCALES and not adv_scale:
+        flag, what = BATCH_SCALES[scale]
+        raise RolloutsError(f"{path}: its advantages are {what}, which diagnose does not compute: pass "
+                            f"--adv-scale {flag} (the same shares and ratio; the token loss at ratio 1 then lacks "
+                            "the batch std)")
     return adv_scale or scale or "std", std, eps
 
 
@@ -331,7 +349,12 @@ def diagnose(path: str, adv_scale: str | None = None, rows=None, run_id=None) ->
         raise RolloutsError(f"{_named(path, run_id)}: all {lengths.numel()} responses have length 0: no token is "
                             "in the loss, so no rule weighs anything (a fully masked batch?)")
     advantages = trainer_advantages(rewards, group_size, adv_scale, std, eps)             # (B,)
-    no_signal = (advantages.view(-1, group_size) == 0).all(dim=1)                          # (P,)
+    # A group carries a signal when a response in the loss has an advantage: the groups group_sums keeps
+    # and the decision counts. Without one: rewards all equal (tied), or every response with an
+    # advantage masked to length 0.
+    in_loss = (advantages != 0) & (lengths > 0)                                            # (B,)
+    no_signal = ~in_loss.view(-1, group_size).any(dim=1)                                   # (P,)
+    tied = (rewards.view(-1, group_size) == rewards.view(-1, group_size)[:, :1]).all(dim=1)
     mask = mask_from_lengths(lengths)                                                      # (B, T)
     losses = {f"loss_at_ratio_one_{rule}": loss_at_ratio_one(advantages, mask, group_size, rule)
               for rule in AGGREGATORS}
@@ -339,7 +362,11 @@ def diagnose(path: str, adv_scale: str | None = None, rows=None, run_id=None) ->
             "shares_are_identities": shares_are_identities(rewards, advantages, lengths, group_size),
             "n_groups": rewards.numel() // group_size, "group_size": group_size,
             "n_responses": rewards.numel(), "groups_without_signal": int(no_signal.sum()),
-            "adv_scale": adv_scale, "std": std, "eps": eps, **({"run": run_id} if run_id is not None else {})}
+            "groups_tied": int((no_signal & tied).sum()),
+            "binary_rewards": bool(((rewards == rewards.min()) | (rewards == rewards.max())).all()),
+            "n_length_zero_with_advantage": int(((advantages != 0) & (lengths == 0)).sum()),
+            "adv_scale": adv_scale, "trainer_adv_scale": convention_of(path, rows)[0], "std": std, "eps": eps,
+            **({"run": run_id} if run_id is not None else {})}
 
 
 # =====================================================================================
@@ -380,21 +407,41 @@ def _advantages_said(s: dict) -> str:
             + (f", {s['std']} std + {s['eps']:g}" if s['adv_scale'] == "std" else "") + " advantages")
 
 
-def format_report(path: str, s: dict) -> str:
-    zero = s.get("n_length_zero", 0)
-    if s.get("shares_are_identities"):
-        note = ["(sequence's and balanced's 0.500 and zero loss are identities here: binary rewards, and in every "
+def _identity_notes(s: dict) -> list[str]:
+    """The note under the rules' table, only where the printed numbers show it: sequence's and balanced's
+    0.500 and zero loss are identities only where shares_are_identities holds *and* the table prints
+    0.500 and +-0.0000; the 'no identity' note only where masked responses with an advantage are the
+    reason (binary rewards) and the table prints the shares it says are measured."""
+    printed = {rule: (_fmt(s[f"pos_share_{rule}"], ".3f"), f"{s[f'loss_at_ratio_one_{rule}']:+.4f}")
+               for rule in ("sequence", "balanced")}
+    if s.get("shares_are_identities") and all(share == "0.500" and loss in ("+0.0000", "-0.0000")
+                                              for share, loss in printed.values()):
+        return ["(sequence's and balanced's 0.500 and zero loss are identities here: binary rewards, and in every "
                 "group the advantages of the responses in the loss sum to 0, so each sign carries the same "
                 "advantage mass; token's share is the measurement)"]
-    elif zero:
-        note = [f"(no identity here: {zero} responses of length 0 take their advantage out of the loss, so "
-                "sequence's and balanced's shares and losses are measured, not 0.500 and 0 by construction)"]
-    else:
-        note = []
+    masked = s.get("n_length_zero_with_advantage", 0)
+    binary = s.get("binary_rewards", True)
+    if masked and binary and all(share != "n/a" for share, _ in printed.values()):
+        return [f"(no identity here: {count_of(masked, 'response')} of length 0 with an advantage "
+                f"take{'s' if masked == 1 else ''} {'its' if masked == 1 else 'their'} advantage out of the loss, "
+                "so sequence's and balanced's shares and losses are measured, not 0.500 and 0 by construction)"]
+    return []
+
+
+def format_report(path: str, s: dict) -> str:
+    zero = s.get("n_length_zero", 0)
+    tied = s.get("groups_tied", s["groups_without_signal"])
+    masked_out = s["groups_without_signal"] - tied
+    trainer_scale = s.get("trainer_adv_scale")
     lines = [
-        f"{_named(path, s.get('run'))}: {s['n_responses']} responses in {s['n_groups']} groups "
-        f"of {s['group_size']} (advantages: {_advantages_said(s)[:-len(' advantages')]}; the whole file as one batch)",
-        f"groups whose rewards are all equal (no gradient under any rule): {s['groups_without_signal']} of {s['n_groups']}",
+        f"{_named(path, s.get('run'))}: {count_of(s['n_responses'], 'response')} in {count_of(s['n_groups'], 'group')} "
+        f"of {s['group_size']} (advantages: {_advantages_said(s)[:-len(' advantages')]}"
+        + (f", read for the trainer's {trainer_scale}" if trainer_scale not in (None, s["adv_scale"]) else "")
+        + "; the whole file as one batch)",
+        f"groups without a signal in the loss (no gradient under any rule): {s['groups_without_signal']} of "
+        f"{s['n_groups']}" + (f" ({tied} with all rewards equal, {masked_out} with every response that has an "
+                              "advantage at length 0)" if masked_out else " (all rewards equal)"
+                              if s["groups_without_signal"] else ""),
         *([f"responses of length 0 (no token in the loss, e.g. masked truncations): {zero} of {s['n_responses']}; "
            "the lengths, the ratio, the spread and the shares below are over the other "
            f"{s['n_responses'] - zero}"] if zero else []),
@@ -408,16 +455,17 @@ def format_report(path: str, s: dict) -> str:
         "rule       share of gradient weight on positive responses   loss at ratio 1",
         *(f"{rule:<10s} {_fmt(s[f'pos_share_{rule}'], '.3f'):<48s} {s[f'loss_at_ratio_one_{rule}']:+.4f}"
           for rule in AGGREGATORS),
-        *note,
+        *_identity_notes(s),
         "",
         textwrap.fill("reading: " + reading(s), width=100, subsequent_indent="  "),
     ]
     keys = ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "token_loss_at_ratio_one", "len_pos",
             "len_neg", "neg_over_pos", "std_over_mean", "len_mean", "n_groups", "group_size", "n_responses",
-            "groups_without_signal", "n_length_zero", "shares_are_identities", "adv_scale", "std", "eps",
+            "groups_without_signal", "groups_tied", "n_length_zero", "shares_are_identities", "adv_scale",
+            "trainer_adv_scale", "std", "eps",
             *(("run",) if "run" in s else ()), *(("decision",) if "decision" in s else ()))
     summary = {k: (None if math.isnan(s[k]) else float(f"{s[k]:.6g}")) if isinstance(s[k], float) else s[k]
-               for k in keys}                              # 6 significant digits, within float32 precision
+               for k in keys if k in s}                    # 6 significant digits, within float32 precision
     return "\n".join(lines + [json.dumps(summary)])
 
 
@@ -780,10 +828,14 @@ def _world_said(world: str, members: list) -> str:
     return f"{world} ({verdicts}{counted})"
 
 
-def recommendation(designs: list[Design], ratio, signal_groups: int | None = None) -> tuple[str, str]:
+def recommendation(designs: list[Design], ratio, signal_groups: int | None = None, left_out: float | None = None,
+                   sides: tuple | None = None) -> tuple[str, str]:
     """(kind, one line). The line's scope is never wider than the worlds whose designs cover the run's
     interval, it counts each world once, says how each was chosen, and names the designs the interval
-    is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio."""
+    is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio. No
+    recommendation below MIN_SIGNAL_GROUPS groups with a signal, above MAX_LEFT_OUT of the resamples
+    left out (`left_out`), or below MIN_SIGNAL_GROUPS groups with a right or with a wrong answer in
+    the loss (`sides`: the two counts; the simulation's groups each had both)."""
     interval = _interval(ratio)
     if interval is None:
         return "none", ("recommendation: none: the placement batch has no response in the loss with a positive "
@@ -793,6 +845,21 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
             f"recommendation: none: {signal_groups} group{'s' if signal_groups != 1 else ''} with a signal, "
             f"fewer than the {MIN_SIGNAL_GROUPS} below which the bootstrap interval is too often too narrow "
             "(docs/diagnose.md, 'How many groups'); these numbers describe this batch, they do not place the run")
+    if left_out is not None and left_out > MAX_LEFT_OUT:
+        return "too many resamples left out", (
+            f"recommendation: none: {left_out:.1%} of the bootstrap's resamples drew no right or no wrong answer in "
+            f"the loss and were left out of the interval, more than the {MAX_LEFT_OUT:.0%} up to which the printed "
+            f"{BOOTSTRAP_LEVEL:.0%} interval still holds 90% of all resamples"
+            + (f" (a right answer in the loss in {count_of(sides[0], 'group')}, a wrong one in "
+               f"{count_of(sides[1], 'group')}: masked responses?)" if sides else "")
+            + " (docs/diagnose.md, 'How many groups'); these numbers describe this batch, they do not place the run")
+    if sides is not None and min(sides) < MIN_SIGNAL_GROUPS:
+        side, count = ("right", sides[0]) if sides[0] <= sides[1] else ("wrong", sides[1])
+        return "too few groups on one side", (
+            f"recommendation: none: a {side} answer in the loss in only {count_of(count, 'group')}, fewer than the "
+            f"{MIN_SIGNAL_GROUPS} groups the interval needs on each side (in the simulation every group had both; "
+            "masked responses?) (docs/diagnose.md, 'How many groups'); these numbers describe this batch, they do "
+            "not place the run")
     if not any(covers(d, interval) for d in designs):
         ranged = [d for d in designs if d.ratios]
         low, high = min(min(d.ratios) for d in ranged), max(max(d.ratios) for d in ranged)
@@ -863,6 +930,13 @@ BOOTSTRAP_LEVEL = 0.95
 # checks the two agree.
 MIN_SIGNAL_GROUPS = 12
 COVERAGE_SEEN = 0.85             # what the printed "95%" covered from MIN_SIGNAL_GROUPS groups on: nominal
+# Resamples that draw no right or no wrong answer in the loss have no ratio and are left out of the
+# quantiles: the interval is then that of the other resamples only. The simulation's runs left none out
+# (binary rewards, nothing masked: every group with a signal has both signs), so its coverage says
+# nothing about a run that leaves many out. Above this share no recommendation is made: up to it, the
+# printed 95% interval still holds at least 0.95 x 0.95 = 0.90 of all the resamples, the coverage from
+# which the simulation's 0.85 floor was set (0.90 less three standard errors); above it, less.
+MAX_LEFT_OUT = round(1 - BOOTSTRAP_LEVEL, 6)
 
 
 class Placement(NamedTuple):
@@ -920,8 +994,9 @@ def bootstrap(sums: torch.Tensor, resamples: int = BOOTSTRAP_RESAMPLES, seed: in
               level: float = BOOTSTRAP_LEVEL) -> dict:
     """Percentile intervals of the ratio and token's share, resampling the groups (rows of `sums`,
     (..., S, 6); leading dimensions are independent runs, as the simulation passes them) with
-    replacement. -> {"ratio": (..., 2), "share": (..., 2)}; a resample without both signs in the loss
-    has no ratio and is left out of its quantiles."""
+    replacement. -> {"ratio": (..., 2), "share": (..., 2), "left_out": (...)}: a resample without both
+    signs in the loss has no ratio and is left out of its quantiles; "left_out" is the share of the
+    resamples left out (format_decision prints it and refuses to place a run above MAX_LEFT_OUT)."""
     generator = torch.Generator().manual_seed(seed)
     *runs, count, _ = sums.shape
     flat = sums.reshape(-1, count, 6)                                              # (R, S, 6)
@@ -937,7 +1012,7 @@ def bootstrap(sums: torch.Tensor, resamples: int = BOOTSTRAP_RESAMPLES, seed: in
         ratios.append(ratio)
         shares.append(share)
     tail = (1 - level) / 2
-    out = {}
+    out = {"left_out": torch.cat(ratios, dim=1).isnan().double().mean(dim=1).reshape(runs)}
     for name, values in (("ratio", torch.cat(ratios, dim=1)), ("share", torch.cat(shares, dim=1))):
         quantiles = torch.tensor([tail, 1 - tail], dtype=values.dtype)
         out[name] = torch.nanquantile(values, quantiles, dim=1).T.reshape(*runs, 2)   # (..., 2)
@@ -947,8 +1022,12 @@ def bootstrap(sums: torch.Tensor, resamples: int = BOOTSTRAP_RESAMPLES, seed: in
 def run_interval(batch: Placement) -> dict:
     """The placement batch's groups with a signal, its ratio and token's share with their intervals."""
     sums = group_sums(batch.advantages, batch.lengths, batch.group_size)
+    # groups with a right (positive) and with a wrong (negative) answer in the loss: without masking every
+    # group with a signal has both, as in the simulation; masking can leave one side to a few groups
+    sides = {"groups_with_right": int((sums[:, 1] > 0).sum()), "groups_with_wrong": int((sums[:, 3] > 0).sum())}
     if sums.shape[0] == 0:
-        return {"groups": 0, "ratio": None, "share": None, "ratio_interval": None, "share_interval": None}
+        return {"groups": 0, "ratio": None, "share": None, "ratio_interval": None, "share_interval": None,
+                "left_out": None, **sides}
     ratio, share = (None if math.isnan(v) else v for v in (x.item() for x in ratio_and_share(sums.sum(dim=0))))
     bounds = bootstrap(sums)
     def pair(values):
@@ -956,7 +1035,8 @@ def run_interval(batch: Placement) -> dict:
         return None if math.isnan(low) else (low, high)
     return {"groups": sums.shape[0], "ratio": ratio, "share": share,
             "ratio_interval": pair(bounds["ratio"]) if ratio is not None else None,
-            "share_interval": pair(bounds["share"]) if share is not None else None}
+            "share_interval": pair(bounds["share"]) if share is not None else None,
+            "left_out": bounds["left_out"].item(), **sides}
 
 
 def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
@@ -982,6 +1062,10 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                      f"groups they covered at least {COVERAGE_SEEN} in simulation): wrong/right "
                      f"{_fmt_interval(found['ratio_interval'])}, token's share "
                      f"{_fmt_interval(found['share_interval'], '.3f') if found['share_interval'] else 'n/a'}")
+        lines.append(f"  resamples left out of the interval (no right or no wrong answer in the loss): "
+                     f"{found['left_out']:.1%} of {BOOTSTRAP_RESAMPLES} (above {MAX_LEFT_OUT:.0%}: no recommendation); "
+                     f"groups with a right answer in the loss {found['groups_with_right']}, with a wrong one "
+                     f"{found['groups_with_wrong']}")
     else:
         lines.append(f"  groups with a signal: {found['groups']}; no interval")
     lines.append(f"  {'design':<{width}s} {'units':>5s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
@@ -1010,12 +1094,16 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                 # an interaction row compares two levels: it is not a result at the run's ratio
                 across = BETWEEN_LEVELS if " minus at " in f.row else ""
                 lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}{across}")
-    kind, rec = recommendation(designs, interval, found["groups"])
+    kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
+                               (found["groups_with_right"], found["groups_with_wrong"]))
     lines.append(rec)
 
     def rounded(values):
         return None if values is None else [float(f"{v:.6g}") for v in values]
     numbers = {"placed_on": batch.where, "groups_with_signal": found["groups"], "min_groups": MIN_SIGNAL_GROUPS,
+               "groups_with_right": found["groups_with_right"], "groups_with_wrong": found["groups_with_wrong"],
+               "resamples_left_out": None if found["left_out"] is None else float(f"{found['left_out']:.6g}"),
+               "max_left_out": MAX_LEFT_OUT,
                "ratio": rounded([found["ratio"]])[0] if found["ratio"] is not None else None,
                "ratio_interval": rounded(found["ratio_interval"]),
                "share": rounded([found["share"]])[0] if found["share"] is not None else None,

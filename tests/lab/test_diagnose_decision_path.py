@@ -1,0 +1,195 @@
+"""diagnose's decision path read as a practitioner reads it (issue 76's last defects): a masked run whose
+bootstrap leaves resamples out, groups without a signal counted as the decision counts them, counts in
+agreeing plurals, the identity note only under the numbers it names, and the trainer's advantage scale
+recorded as it was."""
+import json
+import re
+
+import pytest
+
+from grpo_ba_lab.analysis import diagnose
+
+
+def write_lines(path, lines):
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def run_diagnose(capsys, *argv):
+    code = diagnose.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def report(tmp_path, capsys, lines, name="r.jsonl"):
+    code, out, err = run_diagnose(capsys, write_lines(tmp_path / name, lines))
+    assert code == 0, err
+    return out, json.loads(out.strip().splitlines()[-1])
+
+
+def wrong_masked_rollouts(groups, unmasked_wrong, ratio=3.0, right=1000):
+    """Binary groups of G = 4, two right and two wrong answers, right lengths varying from group to group,
+    wrong ones round(ratio * right): inside only the gap-30 world's designs. The wrong answers of all but
+    the first `unmasked_wrong` groups are masked to length 0, as mask_truncated_completions leaves the
+    longest ones, so only those groups carry a wrong answer in the loss."""
+    lines = []
+    for g in range(groups):
+        for reward, length in ((1, right - 20 * (g % 5)), (0, round(ratio * right)),
+                               (1, right + 20 * (g % 5)), (0, round(ratio * right))):
+            masked = reward == 0 and g >= unmasked_wrong
+            lines.append({"group": g, "reward": reward, "length": 0 if masked else length})
+    return lines
+
+
+# ---- 1. resamples left out of the interval, and groups on each side
+
+
+def test_a_heavily_masked_run_whose_resamples_are_left_out_gets_no_recommendation(tmp_path, capsys):
+    """One group keeps its wrong answers in the loss, 15 lose them: a resample that misses that group has
+    no ratio, about (1 - 1/16)^16 = 36% of them. Before, the interval was taken over the rest, silently,
+    and the run got "try balanced" from that one group's two wrong answers."""
+    out, summary = report(tmp_path, capsys, wrong_masked_rollouts(16, 1))
+    decision = summary["decision"]
+    assert decision["groups_with_signal"] == 16 >= diagnose.MIN_SIGNAL_GROUPS          # not caught by the minimum
+    assert (decision["groups_with_right"], decision["groups_with_wrong"]) == (16, 1)
+    assert decision["resamples_left_out"] == pytest.approx((1 - 1 / 16) ** 16, abs=0.04)
+    assert decision["resamples_left_out"] > decision["max_left_out"] == diagnose.MAX_LEFT_OUT
+    assert decision["recommendation"] == "too many resamples left out"
+    assert decision["recommendation_line"].startswith(
+        f"recommendation: none: {decision['resamples_left_out']:.1%} of the bootstrap's resamples")
+    assert f"resamples left out of the interval (no right or no wrong answer in the loss): " \
+           f"{decision['resamples_left_out']:.1%} of {diagnose.BOOTSTRAP_RESAMPLES}" in out
+    # the control: the same run unmasked leaves none out and is placed
+    _, plain = report(tmp_path, capsys, wrong_masked_rollouts(16, 16), "plain.jsonl")
+    assert plain["decision"]["resamples_left_out"] == 0.0
+    assert plain["decision"]["recommendation"] == "try balanced"
+
+
+def test_the_threshold_is_what_keeps_the_printed_interval_at_the_simulations_coverage():
+    """Up to MAX_LEFT_OUT left out, the 95% interval of the rest holds at least 90% of all resamples,
+    the coverage the simulation's 0.85 floor was set from (0.90 less three standard errors)."""
+    assert diagnose.MAX_LEFT_OUT == pytest.approx(1 - diagnose.BOOTSTRAP_LEVEL)
+    assert diagnose.BOOTSTRAP_LEVEL * (1 - diagnose.MAX_LEFT_OUT) >= 0.90
+    assert diagnose.BOOTSTRAP_LEVEL * (1 - 2 * diagnose.MAX_LEFT_OUT) < 0.90
+
+
+def test_the_simulations_runs_leave_no_resample_out():
+    """The simulation's groups (binary, unmasked) each have both signs: its coverage is at 0 left out."""
+    import torch
+    from grpo_ba_lab.analysis import diagnose_min_groups as simulation
+    pool = simulation.population(4, 1.9, 0.8, torch.Generator().manual_seed(3))
+    assert bool(((pool[:, 1] > 0) & (pool[:, 3] > 0)).all())
+    bounds = diagnose.bootstrap(pool[:diagnose.MIN_SIGNAL_GROUPS].unsqueeze(0), resamples=200)
+    assert bounds["left_out"].tolist() == [0.0]
+
+
+def test_a_run_with_wrong_answers_in_the_loss_in_few_groups_gets_no_recommendation(tmp_path, capsys):
+    """20 groups, 4 with a wrong answer in the loss: few resamples miss all 4 ((1 - 4/20)^20, about 1%),
+    but the ratio's wrong side rests on 4 groups, where the simulation saw the interval cover 78-83%."""
+    _, summary = report(tmp_path, capsys, wrong_masked_rollouts(20, 4))
+    decision = summary["decision"]
+    assert decision["resamples_left_out"] <= diagnose.MAX_LEFT_OUT
+    assert decision["recommendation"] == "too few groups on one side"
+    assert "a wrong answer in the loss in only 4 groups, fewer than the 12" in decision["recommendation_line"]
+
+
+def test_a_run_with_exactly_the_minimum_on_each_side_is_placed_even_with_a_masked_response(tmp_path, capsys):
+    lines = wrong_masked_rollouts(diagnose.MIN_SIGNAL_GROUPS, diagnose.MIN_SIGNAL_GROUPS)
+    lines[1]["length"] = 0                                  # one wrong answer masked; its group keeps the other
+    _, summary = report(tmp_path, capsys, lines)
+    decision = summary["decision"]
+    assert decision["groups_with_right"] == decision["groups_with_wrong"] == diagnose.MIN_SIGNAL_GROUPS
+    assert decision["resamples_left_out"] == 0.0 and decision["recommendation"] == "try balanced"
+
+
+# ---- 3. groups without a signal: every kind, as the decision counts them
+
+
+def test_groups_without_signal_count_tied_and_masked_groups_as_the_decision_does(tmp_path, capsys):
+    lines = [{"group": "ok", "reward": r, "length": n} for r, n in ((1, 5), (0, 9), (1, 6), (0, 11))]
+    lines += [{"group": "tied", "reward": 1, "length": n} for n in (4, 7, 5, 6)]
+    lines += [{"group": "masked", "reward": r, "length": 0} for r in (1, 0, 0, 0)]           # every response cut
+    lines += [{"group": "half", "reward": r, "length": n} for r, n in ((1, 0), (0, 0), (0, 0), (0, 0))]
+    out, summary = report(tmp_path, capsys, lines)
+    assert summary["groups_without_signal"] == 3 and summary["groups_tied"] == 1
+    assert summary["n_groups"] - summary["groups_without_signal"] == summary["decision"]["groups_with_signal"] == 1
+    assert ("groups without a signal in the loss (no gradient under any rule): 3 of 4 (1 with all rewards "
+            "equal, 2 with every response that has an advantage at length 0)") in out
+
+
+def test_a_masked_response_in_a_tied_group_takes_no_signal_away(tmp_path, capsys):
+    lines = [{"group": "ok", "reward": r, "length": n} for r, n in ((1, 5), (0, 9), (1, 6), (0, 11))]
+    lines += [{"group": "tied", "reward": 0, "length": n} for n in (0, 7, 5, 6)]
+    out, summary = report(tmp_path, capsys, lines)
+    assert (summary["groups_without_signal"], summary["groups_tied"]) == (1, 1)
+    assert "no gradient under any rule): 1 of 2 (all rewards equal)" in out
+    assert summary["shares_are_identities"] is True and "identities here" in out    # the masked one had no advantage
+
+
+# ---- 4. counts and their nouns agree
+
+
+ONE_WORD = re.compile(r"(?<![\d.])1 (groups|responses|lines|designs|worlds)\b")
+
+
+def test_every_count_of_one_is_printed_in_the_singular(tmp_path, capsys):
+    lines = [{"group": "q", "reward": r, "length": n} for r, n in ((1, 5), (0, 0), (1, 6), (0, 11))]
+    out, _ = report(tmp_path, capsys, lines)
+    assert "4 responses in 1 group of 4" in out and not ONE_WORD.search(out), ONE_WORD.search(out)
+    assert "(no identity here: 1 response of length 0 with an advantage takes its advantage out" in out
+    two = write_lines(tmp_path / "two.jsonl", [{"group": "q", "reward": 1, "length": 3, "run": "a"},
+                                               {"group": "q", "reward": 0, "length": 4, "run": "a"},
+                                               {"group": "q", "reward": 1, "length": 3, "run": "b"}])
+    code, _, err = run_diagnose(capsys, two)
+    assert code == 2 and "run b (1 response, from line 3)" in err and not ONE_WORD.search(err)
+    unequal = write_lines(tmp_path / "unequal.jsonl", [{"group": "a", "reward": 1, "length": 3},
+                                                       {"group": "a", "reward": 0, "length": 4},
+                                                       {"group": "b", "reward": 1, "length": 3}])
+    code, _, err = run_diagnose(capsys, unequal)
+    assert code == 2 and "group \"b\" has 1 response," in err
+
+
+# ---- 5. the identity note only where the table shows it
+
+
+def test_when_every_group_is_tied_no_identity_is_claimed_under_n_a(tmp_path, capsys):
+    lines = [{"group": g, "reward": g, "length": n} for g in (0, 1) for n in (4, 9, 5, 7)]
+    out, summary = report(tmp_path, capsys, lines)
+    table = out.split("rule       share of gradient weight")[1].split("\n\n")[0]
+    assert "sequence   n/a" in table and "balanced   n/a" in table
+    assert "identities here" not in out and "no identity here" not in out
+    assert summary["shares_are_identities"] is False
+    assert summary["groups_without_signal"] == summary["groups_tied"] == 2
+
+
+def test_the_identity_note_stands_under_0500_and_zero_loss_only():
+    base = {"shares_are_identities": True, "pos_share_sequence": 0.5, "pos_share_balanced": 0.5,
+            "loss_at_ratio_one_sequence": -1e-9, "loss_at_ratio_one_balanced": 0.0}
+    assert diagnose._identity_notes(base) and "identities here" in diagnose._identity_notes(base)[0]
+    assert diagnose._identity_notes({**base, "pos_share_balanced": 0.4}) == []
+    assert diagnose._identity_notes({**base, "loss_at_ratio_one_sequence": -0.2419}) == []
+    assert diagnose._identity_notes({**base, "pos_share_sequence": None}) == []
+
+
+# ---- 6. the trainer's advantage scale, recorded as it was
+
+
+def test_a_normalize_then_sum_dump_is_refused_without_a_flag_and_read_with_adv_scale_std(tmp_path, capsys):
+    """TRL's normalize_then_sum standardises each group (unbiased std + 1e-4), then divides by one std of
+    the whole batch: the shares and the ratio are std's; the JSON says which scale the trainer used."""
+    rows = [{"group": g, "reward": r, "length": n, "std": "unbiased", "eps": 1e-4}
+            for g, r, n in (("a", 1, 4), ("a", 0, 9), ("a", 0, 12), ("a", 1, 3), ("b", 1, 3), ("b", 0, 8),
+                            ("b", 1, 5), ("b", 1, 6))]
+    nts = write_lines(tmp_path / "nts.jsonl", [{**row, "adv_scale": "normalize_then_sum"} for row in rows])
+    code, out, err = run_diagnose(capsys, nts)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "normalize_then_sum" in err and "--adv-scale std" in err
+    std = diagnose.diagnose(write_lines(tmp_path / "std.jsonl", [{**row, "adv_scale": "std"} for row in rows]))
+    read = diagnose.diagnose(nts, adv_scale="std")
+    for key in ("pos_share_token", "pos_share_sequence", "pos_share_balanced", "neg_over_pos"):
+        assert read[key] == pytest.approx(std[key], rel=1e-6), key
+    assert (read["adv_scale"], read["trainer_adv_scale"], std["trainer_adv_scale"]) == ("std", "normalize_then_sum",
+                                                                                         "std")
+    code, out, _ = run_diagnose(capsys, nts, "--adv-scale", "std")
+    assert code == 0 and "read for the trainer's normalize_then_sum" in out.split("\n")[0]
+    assert json.loads(out.strip().splitlines()[-1])["trainer_adv_scale"] == "normalize_then_sum"
