@@ -158,6 +158,8 @@ def check_shipped_warmups() -> str:
                                   eos_token_id=tokenizer.eos_token_id)
         answer = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
     verdict = "right" if verify(answer, "66") else "wrong"
+    if "~" in answer:                                    # where a student first meets the ramble
+        verdict += "; each ~ is a token of the toy's ramble, written after a slip"
     return (f"{len(found)} file(s), sha256 as registered; the policy of design {name} answers "
             f"57+6+3= with {answer!r} ({verdict})")
 

@@ -200,3 +200,14 @@ def test_the_check_says_whether_a_notebook_editor_is_installed_and_the_one_comma
     with open(os.path.join(ROOT, "docs", "lab-session.md"), encoding="utf-8") as f:
         page = f.read()
     assert prelab_check.EDITOR_INSTALL in page                          # the page gives the same command
+
+
+def test_the_ramble_is_explained_where_a_student_first_meets_it():
+    """The shipped warm-up's answer to 57+6+3= is a slip and its `~` ramble: the first `~` a student
+    sees (issue 75). The line says what the `~` are, and so does the page that shows the line."""
+    said = prelab_check.check_shipped_warmups()
+    answer = said.split(" with ", 1)[1]
+    assert "~" in answer and "each ~ is a token of the toy's ramble, written after a slip" in answer, said
+    session = " ".join(open(os.path.join(ROOT, "docs", "lab-session.md"), encoding="utf-8").read().split())
+    first = session.index("~~~")
+    assert "its `~` are the toy's ramble" in session[:first]
