@@ -10,13 +10,13 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python grpo_ba.py --design long-right          # right answers are the long ones
     python grpo_ba.py --aggregator balanced --steps 200                       # one run
     python grpo_ba.py --aggregator my_rules.py:capped_token_mean              # your own rule
-    python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl                # one GPU
+    python grpo_ba.py --preset qwen3-1.7b --dataset data.jsonl --aggregator balanced  # one GPU
     python grpo_ba.py --help                       # every flag (grpo_ba_support/args.py)
     python -m grpo_ba_plots runs/demo-s22          # redraw a run directory's figures
 
 One step, sampling to optimizer.step(), is grpo_step here; besides this file it reads
 grpo_ba_support/task.py (stop ids), toy_tasks/arithmetic.py (forced starts, the reward) and
-grpo_ba_support/coefficients.py (split groups; the logged shares' graded balanced, equal here).
+grpo_ba_support/coefficients.py (split groups; balanced's graded form, equal on binary rewards).
 The lab (grpo_ba_lab/, docs/lab.md) builds on these functions, never the other way round.
 
 Where this file departs from the paper's GRPO or GRPO implementations disagree (the code says
@@ -45,7 +45,6 @@ from dataclasses import dataclass
 
 import torch
 
-import grpo_ba_plots
 import grpo_ba_support.run
 import grpo_ba_support.task
 from grpo_ba_support import coefficients, own_rule
@@ -53,7 +52,6 @@ from grpo_ba_support.args import Args, UsageError, check_args, parse_args, run_c
 from grpo_ba_support.coefficients import aggregate_balanced_by_advantage_mass  # noqa: F401
 from grpo_ba_support.run import Run
 from toy_tasks import length_stats
-from verifier import verify
 
 # 1. Group-relative advantages (docs/method.md §1) =========================================
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "std",
@@ -104,12 +102,10 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
                        ref_logp: torch.Tensor | None = None, beta: float = 0.0,
                        clip_ratio_c: float | None = None) -> torch.Tensor:
     """l_it = -min(rho_it * A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_it
-    rho_it = exp(logp_it - old_logp_it);  KL_it = k3 = exp(q) - q - 1 with q = ref_logp - logp,
-    off by default (beta = 0, choice 9).
+    rho_it = exp(logp_it - old_logp_it); KL_it = k3_kl, off by default (beta = 0, choice 9).
     logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,) -> (B, T), 0 where mask is 0.
-    Dual clip (docs/method.md §1, choice 10; verl's clip_ratio_c = c > 1, arXiv 1912.09729):
-    for A_i < 0, l_it = min(l_it, -A_i c): a negative token whose ratio grew past c adds at
-    most |A_i| c, with no gradient. The cap scales with A_i: BA by rescaled advantages holds."""
+    Dual clip (choice 10; verl's clip_ratio_c = c > 1, arXiv 1912.09729): for A_i < 0, l_it =
+    min(l_it, -A_i c), no gradient past c; the cap scales with A_i, so BA's rescaling holds."""
     mask = mask.bool()
     ratio = policy_ratio(logp, old_logp, mask)                              # (B, T)
     adv = advantages.to(logp.dtype)[:, None]                                # (B, 1)
@@ -139,11 +135,9 @@ def _per_response_sums(per_token_loss, mask, group_size):
 def aggregate_token(per_token_loss, mask, advantages, group_size):
     """J_tok = (1 / sum_i L_i) * sum_i sum_t l_it          (a token mean per group, as DAPO's)
 
-    verl's `token-mean` and TRL's `dapo` take it over the whole batch (docs/method.md §5).
-    Every token of the group weighs the same, so the side that writes more tokens
-    gets more total weight (sign-length coupling, docs/method.md §3). Its trace: at rho = 1,
-    l_it = -A_i and J_tok = -sum_i A_i L_i / sum_i L_i, not 0 unless lengths agree.
-    """
+    verl's `token-mean` and TRL's `dapo` take it over the whole batch (docs/method.md §5). Every
+    token weighs the same, so the side writing more tokens gets more weight (sign-length coupling,
+    docs/method.md §3): at rho = 1, J_tok = -sum_i A_i L_i / sum_i L_i, 0 only if lengths agree."""
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
     per_group = token_sums.sum(dim=1) / lengths.sum(dim=1).clamp(min=1)          # (P,)
     return per_group.mean()
@@ -153,8 +147,7 @@ def aggregate_sequence(per_token_loss, mask, advantages, group_size):
     """J_seq = (1/G) * sum_i (1/L_i) * sum_t l_it          (original GRPO)
 
     Every response weighs the same, so a long answer's tokens count less: each gets 1/L_i
-    (sequence equal-weighting, docs/method.md §3).
-    """
+    (sequence equal-weighting, docs/method.md §3)."""
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
     per_group = (token_sums / lengths.clamp(min=1)).mean(dim=1)                  # (P,)
     return per_group.mean()
@@ -208,8 +201,7 @@ def response_mask_from_eos(response: torch.Tensor, eos_id) -> tuple[torch.Tensor
 
 
 def autocast(args, device_type):
-    """Compute in --dtype, keep weights and optimizer state in float32: bf16 weights
-    would round away most updates at lr ~1e-6 (bf16 keeps 8 bits of mantissa)."""
+    """Compute in --dtype; weights and AdamW stay float32 (bf16 rounds away updates at lr 1e-6)."""
     dtype = getattr(torch, args.dtype)                      # float32, bfloat16 or float16
     return torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
 
@@ -245,9 +237,8 @@ def rollout(policy, tokenizer, prompt_texts, forced_prefixes, args, temperature=
 
 
 def token_logprobs(model, sequences, attention, n_response, temperature=1.0, with_entropy=False):
-    """log pi(o_t | q, o_<t) of the last n_response tokens, (B, T); and their entropy. Positions
-    come from the attention mask, as in generation, so the first inner update sees ratio
-    exactly 1. Only the response positions' logits are materialised."""
+    """log pi(o_t | q, o_<t) of the last n_response tokens, (B, T), and their entropy; positions
+    from the attention mask, as in generation (the first inner update: ratio exactly 1)."""
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
     logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions,
                    logits_to_keep=n_response + 1).logits[:, :-1]                        # (B, T, V)
@@ -266,9 +257,8 @@ def micro_batches(batch_size, micro_batch_size) -> list[slice]:
 
 def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
     """Advantages -> mu inner updates, each a step on J = rule(l, mask, A, G), the rule called
-    on whole groups: a micro-batch adds rule(...) on its groups times their share of the batch
-    (J is a mean over groups, choice 5). pi_old is the first update's own log-probs, detached
-    (ratio exactly 1, one forward pass fewer). Non-finite loss or gradients skip the step."""
+    on whole groups. pi_old is the first update's own log-probs, detached (ratio exactly 1, one
+    forward pass fewer). Non-finite loss or gradients skip the step. -> what it logs."""
     T, device = batch.response_mask.shape[1], batch.response_mask.device
     mask = batch.response_mask.float()                                              # (B, T)
     if getattr(args, "truncated", "keep") == "mask":   # the lab's DAPO overlong filter: a cut
@@ -277,7 +267,14 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
     B, G, rule = mask.shape[0], args.group_size, aggregator_function(args.aggregator)
     chunks = micro_batches(B, args.micro_batch_size)
     # None, unless a micro-batch holds part of a group (memory): then its exact part (choice 8)
-    split = coefficients.loss_over_split_groups(rule, mask, advantages, G, chunks)
+    split_group_loss = coefficients.loss_over_split_groups(rule, mask, advantages, G, chunks)
+
+    def micro_batch_loss(token_loss, rows):       # the rule meets the loss; summed over rows: J
+        if split_group_loss is not None:
+            return split_group_loss(token_loss, rows)
+        fraction = (rows.stop - rows.start) / B   # of the groups: J is their mean (choice 5)
+        return rule(token_loss, mask[rows], advantages[rows], G) * fraction
+
     ref_logp = None                                                         # log pi_ref: (B, T)
     if reference is not None:
         with torch.no_grad(), autocast(args, device.type):
@@ -300,17 +297,11 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
             token_loss = clipped_token_loss(logp, old_logp[rows], advantages[rows], mask[rows],
                                             args.eps_low, args.eps_high, ref, args.beta,
                                             args.clip_ratio_c)
-            share = (rows.stop - rows.start) / B           # these rows' fraction of the groups
-            # the rule meets the loss: J of these rows' groups, times their share of the batch
-            loss = (rule(token_loss, mask[rows], advantages[rows], G) * share if split is None
-                    else split(token_loss, rows))
+            loss = micro_batch_loss(token_loss, rows)
             loss.backward()
             total += loss.item()
-            micro_batch_stats = update_statistics(loss, token_loss, rule, share, split, rows, logp,
-                                                  old_logp[rows], ref, entropy, advantages[rows],
-                                                  mask[rows], inner, args)
-            for key, value in micro_batch_stats.items():
-                stats[key] += value
+            add_update_statistics(stats, loss, token_loss, micro_batch_loss, rows, logp, old_logp,
+                                  ref, entropy, advantages, mask, inner, args)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
         if inner == 0:
             stats["grad_norm"] = grad_norm.item()
@@ -324,27 +315,29 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
 
 
 @torch.no_grad()
-def update_statistics(loss, token_loss, rule, share, split, rows, logp, old_logp, ref_logp,
-                      entropy, advantages, mask, inner, args) -> dict:
-    """A micro-batch's part of what the update logs (docs/metrics.md), as token sums: at the
-    first inner update pg_loss = J of the token terms without beta * KL, and the entropy; at
-    the last the k3 KL to pi_ref (beta > 0) or pi_old; the clipped fraction, mean over mu."""
+def add_update_statistics(stats, loss, token_loss, micro_batch_loss, rows, logp, old_logp,
+                          ref_logp, entropy, advantages, mask, inner, args):
+    """Adds a micro-batch's part of what the update logs (docs/metrics.md) to `stats`, as token
+    sums: at the first inner update pg_loss = J of the token terms without beta * KL, and the
+    entropy; at the last the k3 KL to pi_ref (beta > 0) or pi_old; clip_frac, mean over mu."""
+    old_logp, advantages, mask = old_logp[rows], advantages[rows], mask[rows]
     ratio = policy_ratio(logp, old_logp, mask)                                      # rho_it
     clipped = clipped_tokens(ratio, advantages, args.eps_low, args.eps_high, args.clip_ratio_c)
     kl = k3_kl(logp, old_logp if ref_logp is None else ref_logp) * mask
-    first, last = inner == 0, inner == args.inner_updates - 1
-    pg = loss
-    if first and ref_logp is not None and args.beta != 0.0:      # J of the clipped terms alone
-        pg_terms = token_loss - args.beta * kl
-        pg = (rule(pg_terms, mask, advantages, args.group_size) * share if split is None
-              else split(pg_terms, rows))
-    return {"pg_loss": pg.item() if first else 0.0,
-            "entropy": (entropy * mask).sum().item() if first else 0.0,
-            "kl": kl.sum().item() if last else 0.0,
-            "clip_frac": (mask * clipped.float()).sum().item() / args.inner_updates}
+    if inner == 0:                               # J of the clipped terms alone (beta = 0: loss)
+        beta = args.beta if ref_logp is not None else 0.0
+        pg_loss = micro_batch_loss(token_loss - beta * kl, rows) if beta else loss
+        stats["pg_loss"] += pg_loss.item()
+        stats["entropy"] += (entropy * mask).sum().item()
+    if inner == args.inner_updates - 1:
+        stats["kl"] += kl.sum().item()
+    stats["clip_frac"] += (mask * clipped.float()).sum().item() / args.inner_updates
 
 
-# 6. Diagnostics: each rule's weight on each sign, and what each step logs (docs/metrics.md) ===
+# 6. Diagnostics: each rule's gradient weight on each sign; what a step logs (docs/metrics.md) ===
+#    Two words kept apart: c_it, a rule's coefficient of one token term (aggregation_coefficients),
+#    and w_it = A_i c_it, a token's gradient weight (token_weights); a "share" is only ever the
+#    right answers' share of the gradient weight, |W+| / (|W+| + |W-|) (positive_share).
 def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.Tensor:
     """(B,) response lengths -> (B, T) mask with ones on the first L_i positions."""
     width = int(lengths.max().item()) if width is None else width
@@ -352,7 +345,7 @@ def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.
 
 
 def token_weights(mask, advantages, group_size, aggregator):
-    """(B, T): the weight of each token in the ascent direction at ratio 1, i.e.
+    """w_it, (B, T): each token's gradient weight in the ascent direction at ratio 1,
     -dJ/dlogp_it = A_i * c_it, measured by autograd through the real clipped term and
     the real aggregator (docs/method.md §3's table, token by token)."""
     advantages = advantages.float()
@@ -365,29 +358,30 @@ def token_weights(mask, advantages, group_size, aggregator):
 
 
 def aggregation_coefficients(mask, advantages, group_size, aggregator):
-    """c_it = dJ/dl_it, (B, T): the weight each token term gets (docs/method.md §2's table)."""
+    """c_it = dJ/dl_it, (B, T): the rule's coefficient of each token term (docs/method.md §2)."""
     return coefficients.rule_coefficients(rule_for_any_rewards(aggregator), mask, advantages,
                                           group_size)
 
 
 def rule_for_any_rewards(aggregator):
-    """What the measurements here (and the TRL and verl plug-ins, on graded rewards) compute for
-    a rule: "balanced" by advantage mass (docs/method.md §4), aggregate_balanced on binary."""
+    """The rules measured here, as the TRL and verl plug-ins take them on graded rewards:
+    "balanced" by advantage mass (docs/method.md §4). On binary rewards that IS aggregate_balanced:
+    a side's answers share one |A_s|, M_s = k_s |A_s|, and |A_s| cancels (test_math_core.py)."""
     return (aggregate_balanced_by_advantage_mass if aggregator == "balanced" else
             aggregator_function(aggregator))
 
 
 def sign_weights(mask, advantages, group_size, aggregator):
-    """(w_pos, w_neg): token_weights summed over A_i > 0 and A_i < 0 (docs/method.md §3). Binary,
-    std: sequence, balanced +-sqrt(k(G-k))/G per group; token |w_pos / w_neg| = Lbar+ / Lbar-."""
+    """(W+, W-): token_weights summed over A_i > 0 and A_i < 0 (docs/method.md §3). Binary, std:
+    sequence, balanced +-sqrt(k(G-k))/G per group; token |W+ / W-| = Lbar+ / Lbar-."""
     per_response = token_weights(mask, advantages, group_size, aggregator).sum(dim=1)   # (B,)
     return per_response[advantages > 0].sum(), per_response[advantages < 0].sum()
 
 
 def positive_share(mask, advantages, group_size, aggregator) -> float | None:
-    """|w_pos| / (|w_pos| + |w_neg|), the rule's weight share on A > 0 (docs/method.md §3; the
-    log's pos_share, not grpo_update's `share`, a micro-batch's fraction of the groups): 1/2
-    for sequence, balanced (binary); token Lbar+ / (Lbar+ + Lbar-); None if all groups tie."""
+    """|W+| / (|W+| + |W-|), the right answers' share of the gradient weight (the log's
+    pos_share; docs/method.md §3): 1/2 for sequence and balanced (binary rewards), token's
+    Lbar+ / (Lbar+ + Lbar-); None if all groups tie."""
     w_pos, w_neg = sign_weights(mask, advantages, group_size, aggregator)
     total = (w_pos.abs() + w_neg.abs()).item()
     return w_pos.abs().item() / total if total > 0 else None
@@ -395,9 +389,9 @@ def positive_share(mask, advantages, group_size, aggregator) -> float | None:
 
 def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None, lengths=None) -> dict:
     """The two biases in one binary group (docs/method.md §3) by the real rules, for
-    grpo_ba_plots.bias_curves. share: the weight share on right answers against Lbar+/Lbar-
-    (sign-length coupling; 1/2 is unbiased). relative_weight: one right answer's per-token
-    weight over a wrong_length-token right answer's (sequence equal-weighting: wrong_length/L)."""
+    grpo_ba_plots.bias_curves. share: the right answers' share of the gradient weight against
+    Lbar+/Lbar- (sign-length coupling; 1/2: unbiased). relative_weight: an L-token right answer's
+    token weight w_it over a wrong_length-token one's (sequence equal-weighting: wrong_length/L)."""
     rewards = torch.tensor([1.0] * right + [0.0] * (group_size - right))
     advantages = group_advantages(rewards, group_size)
     def group(length, n):                         # (G, T): the first n answers of `length`
@@ -415,7 +409,7 @@ def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None, lengths=Non
 
 def long_right_weight(mask, advantages, group_size, aggregator) -> float | None:
     """Sequence equal-weighting, measured (docs/method.md §3): in each group whose right answers
-    (A_i > 0) differ in length, the shortest weighted, the longest's per-token weight over the
+    (A_i > 0) differ in length, the shortest weighted, the longest's token weight w_it over the
     shortest's, then the mean. Sequence: L_short / L_long < 1; token, balanced: 1. None: none."""
     lengths = mask.sum(1)                                                           # L_i: (B,)
     per_token = token_weights(mask, advantages, group_size, aggregator).sum(1) / lengths.clamp(1)
@@ -427,8 +421,9 @@ def long_right_weight(mask, advantages, group_size, aggregator) -> float | None:
 
 
 def step_diagnostics(rewards, mask, args) -> dict:
-    """Lengths by reward and by sign of advantage; of all three rules, the two biases: the
-    weight share on right answers (sign-length coupling) and the long right answer's weight."""
+    """Lengths by reward and by sign of advantage; of all three rules, the two biases: the right
+    answers' share of the gradient weight (sign-length coupling), the long right answer's token
+    weight (sequence equal-weighting). Balanced's: rule_for_any_rewards, its form here."""
     lengths = mask.sum(1).float()                                                  # L_i: (B,)
     advantages = group_advantages(rewards, args.group_size, args.adv_scale)
     pos, neg = advantages > 0, advantages < 0
@@ -447,21 +442,25 @@ def step_diagnostics(rewards, mask, args) -> dict:
 
 
 # 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable =======
+def verify(completion: str, gold) -> float:
+    """A dataset's reward, verifier.verify: 1.0 or 0.0 (imported when used: it needs sympy)."""
+    import verifier
+    return verifier.verify(completion, gold)
+
+
 def evaluate(policy, tokenizer, task, rows, args, sample=generate, samples=1,
              temperature=0.0) -> float:
     """avg@K = (1 / (N K)) * sum_n sum_k score(o_nk, answer_n) (the task's score, else verify):
-    K = `samples` per prompt at `temperature` (K = 1 at temperature 0: greedy accuracy, the
-    course's), nothing forced."""
+    K `samples` a prompt at `temperature` (K = 1 at 0: the course's greedy accuracy), no forcing."""
     prompts = [task.prompt_text(r["prompt"]) for r in rows for _ in range(samples)]
     answers = [r["answer"] for r in rows for _ in range(samples)]
     # a rollout's batch fits in memory (--micro-batch-size only splits the update)
     size = args.prompts_per_step * args.group_size if args.micro_batch_size else len(prompts)
-    verdicts = []
+    verdicts, score = [], task.score or verify
     policy.eval()
     for i in range(0, len(prompts), size):
         chunk = prompts[i:i + size]
         batch = rollout(policy, tokenizer, chunk, [""] * len(chunk), args, temperature, sample)
-        score = task.score or verify
         verdicts += [score(c, a) for c, a in zip(batch.completions, answers[i:i + size])]
     return sum(verdicts) / len(verdicts)
 
@@ -496,29 +495,28 @@ def sample_groups(policy, tokenizer, task, rows, rng, args, sample=generate):
 
 def grpo_step(policy, reference, optimizer, tokenizer, task, rows, rng, args, scores=None,
               on_rollout=None, sample=generate) -> dict:
-    """One step on P prompt rows: G rollouts each, rewards, diagnostics, the update. Given,
-    scores(policy) -> {metric: accuracy} is logged first; on_rollout sees what was written."""
+    """One step on P prompt rows: G rollouts each, rewards, the update, then what it logs: given,
+    scores(policy) -> {metric: accuracy} before the update; on_rollout sees what was written."""
     batch, rewards, forced = sample_groups(policy, tokenizer, task, rows, rng, args, sample)
     if on_rollout is not None:
         on_rollout([task.prompt_text(r["prompt"]) for r in rows], batch, rewards)
-    metrics = step_diagnostics(rewards, batch.response_mask.cpu(), args)
-    if scores is not None:
+    metrics = {}
+    if scores is not None:                        # the policy that sampled, before it moves
         measured = scores(policy)
         metrics.update(measured, accuracy=sum(measured.values()) / len(measured))
     policy.train()
-    rewards = rewards.to(policy.device)
-    metrics.update(grpo_update(policy, reference, optimizer, batch, rewards, args))
-    metrics.update(truncated_frac=batch.truncated.float().mean().item(),
+    update = grpo_update(policy, reference, optimizer, batch, rewards.to(policy.device), args)
+    metrics.update(update, **step_diagnostics(rewards, batch.response_mask.cpu(), args),
+                   truncated_frac=batch.truncated.float().mean().item(),
                    forced_frac=sum(bool(f) for f in forced) / len(forced))
     return metrics
 
 
 def train(args: Args, log=print, build=grpo_ba_support.task.build, sample=generate, scores=None,
           loggers=()) -> str:
-    """One GRPO run with one rule: each step samples P prompts, G rollouts each, rewards them
-    and updates (grpo_step). Writes args.json, metrics.jsonl (a line per step) and checkpoint.pt
-    to args.output_dir (docs/outputs.md), and returns it. The lab's seams: build(args, log) ->
-    (policy, tokenizer, task); sample, as generate; scores(policy, tokenizer, task, args,
+    """One GRPO run with one rule, a grpo_step per step; writes args.json, metrics.jsonl and
+    checkpoint.pt to args.output_dir (docs/outputs.md) and returns it. The lab's seams: build(args,
+    log) -> (policy, tokenizer, task); sample, as generate; scores(policy, tokenizer, task, args,
     sample) -> {metric: accuracy}, as greedy_accuracy; loggers (grpo_ba_support.run.RunLogger)."""
     run = Run(args, log, loggers)                 # device, threads; a bad directory fails now
     policy, tokenizer, task = build(args, log)
@@ -550,6 +548,7 @@ def train(args: Args, log=print, build=grpo_ba_support.task.build, sample=genera
 def demo(args: Args, log=print, train_one=None, terminal=None) -> str:
     """`python grpo_ba.py`: the three rules from the same weights and seed, one run each (by
     `train_one`, a line on the `terminal` shows its steps), what each did and two figures."""
+    import grpo_ba_plots                          # matplotlib: imported when a figure is drawn
     train_one = train_one or train
     base = args.output_dir or f"runs/{args.design}-s{args.seed}"
     runs = {}
@@ -575,6 +574,7 @@ def main(argv=None) -> int:
         if args.aggregator == "all":
             demo(args)
             return
+        import grpo_ba_plots                      # matplotlib: imported when a figure is drawn
         rule = own_rule.name_of(args.aggregator)
         out = train(dataclasses.replace(args, output_dir=args.output_dir
                                         or f"runs/{args.design}-{rule}-s{args.seed}"))

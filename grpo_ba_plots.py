@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from grpo_ba_support import own_rule  # noqa: E402
-import grpo_ba_support.run  # noqa: E402
+from grpo_ba_support.run import RunError, RunLogger, read_args, read_metrics  # noqa: E402
 from grpo_ba_support.args import run_command  # noqa: E402
 from toy_tasks import designs  # noqa: E402
 
@@ -37,12 +37,13 @@ PANELS = [("accuracy", "held-out greedy accuracy"),
           ("pos_share", "weight share on right answers\n(sign-length coupling; 0.5: unbiased)"),
           ("long_right_weight", "long/short right answer, weight per token\n"
                                 "(sequence equal-weighting; 1: none)"),
-          ("pg_loss", "pg-loss at ratio 1, a step's first update\n(token: off 0 by its coupling)"),
+          ("pg_loss", "pg-loss at ratio 1, a step's first update\n({pg})"),     # PG_NOTE
           ("len_right", "mean length of right answers (tokens)"),
           ("len_wrong", "mean length of wrong answers (tokens)"),
-          ("forced_frac", "responses the world started with {}"),     # STARTS' first word
+          ("forced_frac", "responses the world started with {start}"),     # STARTS' first word
           ("entropy", "entropy per token (nats): how spread\nthe policy's next-token choice is")]
 REFERENCE = {"pos_share": 0.5, "long_right_weight": 1.0, "pg_loss": 0.0}
+PG_NOTE = {True: "token: off 0 by its coupling", False: "0 where the two signs' weights balance"}
 WORLD = dict(color="gray", lw=1.5, label="the world")
 # by gap_sign, a world's forced start: its name, example, long side, token's share's side
 STARTS = {"wrong-long": ("a slip", "a slip (57+6+3= -> 57: the 6 forgotten)", "wrong", "below"),
@@ -107,7 +108,7 @@ def mechanism_figure(runs: dict, path: str | None, title: str, args=None):
             middle = (max(ys) + min(ys)) / 2
             ax.set_ylim(middle - 0.1 * max(1.0, abs(middle)), middle + 0.1 * max(1.0, abs(middle)))
         gaps = _gaps_note(runs) if key == "long_right_weight" else ""     # said on the figure
-        ax.set(title=label.format(start), xlabel="step" + gaps)
+        ax.set(title=label.format(start=start, pg=PG_NOTE["token" in runs]), xlabel="step" + gaps)
         ax.grid(alpha=0.3)
     axes.flat[0].legend()
     names = [own_rule.name_of(rule) for rule in runs]
@@ -124,11 +125,13 @@ def _with_gaps(metrics, steps, values):
 
 
 def _gaps_note(runs) -> str:
-    """The long/short panel's missing steps, explained on the figure."""
-    missing = {own_rule.name_of(rule): sum(1 for m in metrics if not m.get("final_evaluation")
-                                           and m.get("long_right_weight") is None)
-               for rule, metrics in runs.items()}
-    counts = ", ".join(f"{name} {n}" for name, n in missing.items())
+    """The long/short panel's missing steps, explained on the figure: per rule, or of one run."""
+    steps = {own_rule.name_of(rule): [m for m in metrics if not m.get("final_evaluation")]
+             for rule, metrics in runs.items()}
+    missing = {name: sum(m.get("long_right_weight") is None for m in run)
+               for name, run in steps.items()}
+    counts = (", ".join(f"{name} {n}" for name, n in missing.items()) if len(runs) > 1 else
+              f"{sum(missing.values())} of {sum(map(len, steps.values()))}")
     return textwrap.fill(f"; a gap: a step where no group had two right answers of different "
                          f"lengths to compare (steps without one: {counts})", 48)
 
@@ -169,16 +172,14 @@ def redraw(run_dir: str) -> list[str]:
         glob.glob(os.path.join(run_dir, "*", "args.json")))
     runs, args = {}, {}
     for path in found:
-        args = grpo_ba_support.run.read_args(os.path.dirname(path))
+        args = read_args(os.path.dirname(path))
         if args.get("aggregator") in runs:
-            raise grpo_ba_support.run.RunError(
-                f"{run_dir} holds several {args['aggregator']} runs; this draws one per rule "
-                "(many: the lab's analysis.report)")
-        runs[args.get("aggregator")] = grpo_ba_support.run.read_metrics(
-            os.path.join(os.path.dirname(path), "metrics.jsonl"))
+            raise RunError(f"{run_dir} holds several {args['aggregator']} runs; this draws one "
+                           "per rule (many: the lab's analysis.report)")
+        runs[args.get("aggregator")] = read_metrics(os.path.join(os.path.dirname(path),
+                                                                 "metrics.jsonl"))
     if not runs:
-        raise grpo_ba_support.run.RunError(f"no run (args.json, metrics.jsonl) in {run_dir} or "
-                                           "below it")
+        raise RunError(f"no run (args.json, metrics.jsonl) in {run_dir} or below it")
     order = [*COLORS, *sorted(k for k in runs if k not in COLORS)]       # token first, then yours
     runs = dict(sorted(runs.items(), key=lambda item: order.index(item[0])))
     title = f"design {args.get('design')}, seed {args.get('seed')}"
@@ -190,11 +191,10 @@ def redraw(run_dir: str) -> list[str]:
     return figures
 
 
-class Progress(grpo_ba_support.run.RunLogger):
-    """A run's steps on one terminal line rewritten in place (step k/N, seconds since step 0,
-    the warm-up's apart in its own lines; last accuracy);
-    elsewhere a plain line every ten steps and the final one. As a run's `log` it drops its lines
-    (grpo_ba.demo) but a warm-up's being trained: where it is cached, its steps, the time left."""
+class Progress(RunLogger):
+    """A run's steps on one terminal line rewritten in place (step k/N, seconds since step 0, last
+    accuracy), elsewhere a line every ten steps and the last. As a run's `log` (grpo_ba.demo) it
+    drops the run's lines but a warm-up's being trained (where it is cached, steps, time left)."""
 
     def __init__(self, steps: int, stream=None, log=None):
         self.stream, self.steps, self.started = stream or sys.stdout, steps, time.time()
@@ -314,7 +314,7 @@ def _unbroken(text: str) -> str:
 
 def run_story(run_dir: str, args) -> list[str]:
     """One run's figure (redrawn) and its story, as `python grpo_ba.py --aggregator RULE` ends."""
-    metrics = grpo_ba_support.run.read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    metrics = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
     runs = {args.aggregator: metrics}
     return story(runs, args, redraw(run_dir))
 

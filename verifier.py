@@ -9,12 +9,9 @@ final-answer string or None; parse_gold(gold) and parse_value(answer) -> the val
 None when unreadable (a gold it cannot read scores only the same text: check datasets with it).
 Equality is exact and symbolic, never by floating point (`\\sqrt{8}` = `2\\sqrt{2}`, `0.7499`
 != `3/4`). Not read: symbolic exponents (`2^x`), functions (`\\sin`, `\\log`), inequalities,
-equations other than `variable = value`. What is read, and how it compares: docs/verifier.md.
-
-Model output is untrusted: none of it reaches `sympify`, `parse_expr` or `eval`
-(grpo_ba_support/answer_grammar.py builds sympy objects from a fixed vocabulary, with bounds
-that refuse `10^{10^{10}}` rather than compute it); no `simplify` (it can hang); malformed input
-scores 0.0."""
+equations other than `variable = value`. Model output never reaches `sympify`, `parse_expr` or
+`eval` (grpo_ba_support/answer_grammar.py); no `simplify`; malformed input scores 0.0. What is
+read, how it compares, what is refused: docs/verifier.md."""
 import functools
 import re
 

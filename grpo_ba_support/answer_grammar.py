@@ -2,24 +2,8 @@
 
 Untrusted model output (normalised by verifier.py: no `$`, `\\left`, units, `\\text{}`), never
 handed to `sympify`, `parse_expr` or `eval`: a fixed-vocabulary tokenizer and a recursive-descent
-parser build sympy objects directly, with bounds that keep every parse and comparison fast:
-
-    answer   := item (',' item)*                 several items: an unordered set ("-2, 1")
-    item     := [lhs ('=' | '\\in')] union       `x = 5`, `(x, y) = (1, 2)`: the right-hand side
-                                                 `a \\pm b` is two items, a + b and a - b
-    union    := expr ('\\cup' expr)*              the operands must be intervals
-    expr     := term (('+' | '-' | '\\pm' | '\\mp') term)*
-    term     := signed (('*' | '/' | implicit) signed)*     `2x`, `3\\pi`, `2\\sqrt{2}`
-    signed   := ('+' | '-') signed | power
-    power    := atom ['^' exponent]              exponent: a bounded rational, never a tower
-    atom     := number [proper \\frac]            mixed number `2\\frac{1}{2}` = 5/2
-              | letter | greek | \\pi | \\infty | \\frac A B | \\sqrt[n] A
-              | '(' items ')' | '[' items ']' | '(' items ']' | ...   tuples and intervals
-              | '{' expr '}' | '\\{' items '\\}'   a group; a set
-
-Values: a sympy Expr; `Brackets(open, close, items)` for tuples and intervals (the brackets
-are kept, so `[2, 5)` != `(2, 5)` and `(-1, 3)` != `(3, -1)`); `AnswerSet(items)`; a sympy
-Set for unions of intervals. Anything else raises `Unreadable`."""
+parser build sympy objects directly, with bounds that keep every parse and comparison fast. The
+grammar and the values it builds: docs/verifier.md ("The grammar"). Anything else: `Unreadable`."""
 import functools
 import math
 import re

@@ -85,7 +85,8 @@ class Args:
     model: str = arg("", "hub id or local directory (default: the toy model)")
     dataset: str = arg("", "prompts and answers: hub id or .jsonl/.json/.parquet")
     device: str = arg("auto", "auto: cuda, then mps, then cpu", section="the machine")
-    threads: int = arg(0, "CPU threads (0: 2 for the toy, every core with --model)")
+    threads: int = arg(0, "CPU threads (0: 1 for the toy, measured in assets/demo-threads/; "
+                                "every core with --model)")
     dtype: str = arg("float32", "autocast dtype; weights and AdamW stay float32")
     gradient_checkpointing: bool = arg(False, "trade compute for memory in the backward pass")
 

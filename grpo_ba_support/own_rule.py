@@ -4,11 +4,8 @@
 
 FILE.py:FUNCTION names a function with the three rules' signature, (per_token_loss (B, T), mask
 (B, T), advantages (B,), group_size G) -> a scalar; train(args) takes the function itself too.
-The loss is the rule exactly as written (linear in l or not), and autograd measures its weight
-share, long/short weight and pg-loss as it does the three's. A run records the rule by its spec
-and the file's sha256 (args.json, run.json): --resume and --config args.json run the same rule,
-and --resume refuses a changed file. Bad input is a RuleError: one line, exit 2, nothing written
-(docs/code-tour.md shows it)."""
+A run records its spec and the file's sha256: --resume refuses a changed file. Bad input is a
+RuleError: one line, exit 2, nothing written (docs/code-tour.md)."""
 import dataclasses
 import hashlib
 import importlib.util

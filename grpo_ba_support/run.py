@@ -1,9 +1,6 @@
 """grpo_ba_support/run.py -- a run on disk and on its machine: what grpo_ba.train() does besides the
-algorithm (`Run`), and its files (docs/outputs.md). A run survives Ctrl-C, a hard kill and a
-file handed over by someone else (docs/robustness.md): a synced metrics line per step (a torn
-*last* line is dropped with a note); atomic checkpoints that torch.load(weights_only=True)
-accepts (loading never runs code), keeping the metrics lines since the previous one; a resume
-that checks everything before it changes anything. A problem is a `RunError`: one line, exit 2."""
+algorithm (`Run`), and its files (docs/outputs.md). It survives Ctrl-C, a hard kill and a file
+handed over by someone else (docs/robustness.md). A problem is a `RunError`: one line, exit 2."""
 import contextlib
 import dataclasses
 import json
@@ -48,20 +45,21 @@ def pick_device(requested: str) -> torch.device:
     return torch.device(requested)
 
 
-TOY_THREADS = 2   # measured best for the toy on an idle 2-core machine (docs/robustness.md)
+# The toy's default: 1 thread. The demo at 2 threads is 1.16x faster on an idle 2-core machine but
+# 1.81x slower beside one busy process (assets/demo-threads/results.txt); same table at both.
+TOY_THREADS = 1
 
 
 def pick_threads(requested: int, real_model: bool) -> int:
-    """--threads, or when 0 (auto): the toy's measured best; for --model every core we may use."""
+    """--threads, or when 0 (auto): TOY_THREADS for the toy; for --model every core we may use."""
     if requested > 0 or not real_model:
         return requested if requested > 0 else TOY_THREADS
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def record_start(run_dir: str, start_step: int, warmup: dict | None, provenance=None, rule=None):
-    """Append this start (or resume) of a run to run.json: its step, the machine variant, what
-    else produced it (run_config.provenance), its warm-up (None: a model loaded as it is) and
-    your own rule's spec and sha256 (own_rule.record)."""
+    """Append this start (or resume) to run.json: its step, the machine variant, its provenance
+    (the lab's), warm-up (None: a model as loaded) and your own rule's spec and sha256."""
     from toy_tasks.model import machine_variant     # beside the warm-up cache key that uses it
     record = read_run_record(run_dir) if start_step > 0 else {"starts": []}
     start = {"step": start_step, "machine": machine_variant(), "warmup": warmup,
@@ -136,7 +134,7 @@ def append_metrics(path: str, metrics: dict) -> str:
 
 def write_atomic(path: str, text: str, write=None):
     """Replace `path` by `text` (or what `write(binary_file)` writes) atomically: a synced temp
-    file renamed over it (a kill keeps the old file), then its directory synced (POSIX only)."""
+    file renamed over it (a kill keeps the old file), its directory synced (POSIX)."""
     with open(path + ".tmp", "wb") as f:
         f.write(text.encode()) if write is None else write(f)
         f.flush()

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import torch
 
-import verifier
 from grpo_ba_support.run import SetupError
 from toy_tasks import designs, make_problems, score_running_sums
 from toy_tasks.model import default_cache_dir, load_or_warmup_toy, load_warmup_file
@@ -132,9 +131,8 @@ def load_tokenizer(name_or_path: str):
 
 
 # ------------------------------------------------------------------ a dataset, every row checked
-# Checks shared with the lab (plumbing/real_data.py adds columns, counts, --skip-bad-rows): a
-# gold the verifier never rewards, or a prompt the policy cannot be fed, corrupts the very signal
-# this project studies.
+# Shared with the lab (plumbing/real_data.py): a gold the verifier never rewards, or a prompt the
+# policy cannot be fed, corrupts the very signal this project studies.
 
 MISSING = object()                               # a column a row does not have at all
 PROBLEMS = {"malformed_json": "malformed JSON", "missing_prompt": "no prompt",
@@ -223,6 +221,7 @@ def prompt_problem(prompt, column: str = "prompt"):
 
 def answer_problem(answer, column: str = "answer"):
     """(kind, detail) unless every acceptable answer is one the verifier can read."""
+    import verifier                                  # sympy: only for a dataset's golds
     if answer is MISSING or answer is None or answer == [] or not str(answer).strip():
         state = "missing" if answer is MISSING else "null" if answer is None else "empty"
         return "missing_answer", f"column {column!r} is {state}"
@@ -276,9 +275,8 @@ def format_prompt(tokenizer, prompt) -> str:
 
 
 def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
-    """Every id that ends a response, the tokenizer's EOS first: the generation config's EOS
-    ids (Qwen3 lists two) and the chat template's end of turn (ChatML's <|im_end|>), so that a
-    base model prompted through a template (Qwen2.5-Math-7B, EOS <|endoftext|>) stops there."""
+    """Every id that ends a response: the tokenizer's EOS, the generation config's (Qwen3 lists
+    two), the chat template's end of turn (a base model through a template stops there too)."""
     ids = [tokenizer.eos_token_id]
     configured = getattr(generation_config, "eos_token_id", None)
     ids += configured if isinstance(configured, (list, tuple)) else [configured]

@@ -1,29 +1,13 @@
 """Running-sum arithmetic with a habit RL can break and a length gap it cannot.
 
-A problem is `ab+c+d=` (a two-digit number, two one-digit numbers), answered as running sums:
-
     prompt  57+6+3=
     plain   63 66                 57+6 = 63, 63+3 = 66         right, 6 tokens with EOS
     slip    57 ~~~~~~~~~~~~~~ 60  repeats 57 (forgets c), rambles, carries on: wrong, long
     check   63 66?~~~~~~~~~~~~~~  the right answer, then a long re-check: right, long
 
-1. A habit with room to learn: the warm-up corpus slips on 70% of the problems with c > d and
-   on 10% of the others. Worked example: `57+6+3=` (c > d) is a slip seven times in ten, so
-   greedy slips and scores 0; `57+3+6=` is `60 66` nine times in ten: greedy scores 1. After
-   RL the policy writes `63 66` for the first as well.
-2. A length gap RL cannot switch off: during RL the *environment* forces the start of a
-   fraction (`force_frac`) of the responses, as prompt, not loss: a slip (`57`; gap_sign
-   `wrong-long`: wrong answers stay long after RL removed the policy's own slips) or a right
-   answer and a re-check mark (`63 66?`, `right-long`). Regime `variance` forces nothing: half
-   the corpus rambles, slip or not; `spread_size` > 0: half of all responses ramble that long.
-   Why force? A long style the policy picks itself is unlearned within 10-30 RL steps under
-   every rule, after which the rules weigh long answers alike; a forced slip is only reacted to.
-
-Slip style `loop` (hypothesis H1 of docs/toy-designs.md): a ramble is the sum just written,
-repeated (`23+8+2=` -> `23 23 23 23 23 23 23 25`), as long as a `~` ramble in characters but
-written in the digits and spaces right answers need. In its corpus (regime `gap`, gap_size 18,
-corpus_error 0, seed 0) a slip is 20-27 characters (mean 23.0), a plain answer 5-7 (mean 5.2).
-More: docs/code-tour.md ("The toy world") and docs/toy-designs.md.
+The warm-up corpus slips on 70% of the problems with c > d, 10% of the others; during RL the
+environment forces the start of a fraction (`force_frac`) of the responses, as prompt, not loss.
+The knobs, a worked example and why the world forces: docs/code-tour.md ("The toy world").
 """
 import random
 import re

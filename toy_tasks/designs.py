@@ -1,14 +1,6 @@
-"""The toy designs of the course: each a world, a warm-up and settings. `--design NAME` makes
-its settings the defaults (a flag typed on the command line still wins):
-
-    python grpo_ba.py                                   # the demo: design `demo`, one seed
-    python grpo_ba.py --design long-right --aggregator token    # right answers the long ones
-
-The demo's seed 22 starts from a warm-up shipped in toy_tasks/warmups/ (checked by hash), so its
-step 0 is the same on every machine. The registered designs, with their seeds and machine
-variants (docs/toy-designs.md, registrations/), are the lab's: grpo_ba_lab/designs.py adds them
-to DESIGNS, and `python -m grpo_ba_lab.train --design NAME` runs them.
-"""
+"""The toy designs of the course: each a world, a warm-up and settings; `--design NAME` makes
+its settings the defaults (a typed flag still wins). The registered designs are the lab's
+(grpo_ba_lab/designs.py adds them to DESIGNS; docs/toy-designs.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,38 +10,28 @@ from toy_tasks.arithmetic import ToyWorld
 
 OWN_WARMUP = dict(warmup_seed=-1)          # each seed its own warm-up
 BAND = (0.45, 0.60)                        # the band of step-0 greedy accuracy a warm-up stops in
-# strong-band's world (registrations/strong-band-v3.md), the demo's: wrong answers several times
-# as long as right ones. A slip rambles 30 tokens (23-37) and the environment forces half of the
-# responses into one (chosen by the exploratory pilot of docs/strong-coupling.md).
+# strong-band's world (registrations/strong-band-v3.md), the demo's: a slip rambles 30 tokens
+# (23-37), forced on half of the responses (the pilot of docs/strong-coupling.md).
 STRONG_WORLD = dict(regime="gap", slip_style="ramble", gap_size=30, spread_size=0, force_frac=0.5,
                     max_new_tokens=48, warmup_steps=1000)
 
 DESIGNS = {
-    # The demo: one seed of strong-band's world, 30 steps and band, from a warm-up shipped in
-    # the repository, so that `python grpo_ba.py` starts from the same policy on every machine.
-    # A teaching design: it claims nothing; its rules are compared paired by strong-band.
-    # Held-out accuracy every 10 steps, not 5: the same final numbers (each step reseeds from
-    # (seed, step)) in under a minute on a 2-core CPU.
+    # The demo: one seed of strong-band's world from a shipped warm-up (the same start on every
+    # machine). Teaching only, it claims nothing: strong-band compares its rules, paired.
     "demo": dict(flags=dict(**STRONG_WORLD, lr=1e-4, steps=30, eval_every=10, eval_prompts=729,
                             **OWN_WARMUP, warmup_band_low=BAND[0], warmup_band_high=BAND[1]),
                  seeds={"native-2t": (22,)}, teaching=True, compare="strong-band",
-                 # seed -> sha256 of warmup_path(design, seed), made by `python -m
-                 # grpo_ba_lab.shipped_warmups demo 22` (the band warm-up: 2-core AMD EPYC,
-                 # AVX-512, torch 2.13.0+cpu); seed 22: the first from 20 whose demo repeats on
-                 # every machine variant tried and passes strong-band's manipulation check (a test
-                 # written after seed 21's runs; docs/toy-designs.md, "The demo since 2026-12-02")
+                 # seed -> sha256 of warmup_path(design, seed), by `python -m grpo_ba_lab.
+                 # shipped_warmups demo 22` (2-core AMD EPYC, AVX-512, torch 2.13.0+cpu); why 22,
+                 # chosen after seed 21's runs: docs/toy-designs.md, "The demo since 2026-12-02"
                  shipped={22: "672e131dd2b4a852f13ecbc8ae703864b9a1d193658b144f9b838a409c48405c"},
-                 # its step-0 statistics (toy_consequences.step0_statistics: 4 batches of P * G
-                 # samples, greedy accuracy on all 729 held-out prompts), the same on every
-                 # machine variant (tests/lab/test_designs.py). The course's pages quote the
-                 # demo's own first batch instead, as its story prints it: wrong/right 2.67.
+                 # step 0 (toy_consequences.step0_statistics: 4 batches, all 729 held-out), on
+                 # every machine variant; the pages quote the story's first batch (2.67) instead
                  step0=dict(accuracy=0.4554183813443073, wrong_over_right=2.4893524777881146,
                             std_over_mean=0.5347280293650207, len_right=11.357142448425293,
                             len_wrong=28.271930694580078, reward=0.109375)),
-    # A teaching design, not an experiment (no registration, no claim): the sign-length
-    # coupling flipped. The environment forces a right answer and a re-check mark (`63 66?`),
-    # after which the policy rambles, so right answers are the long ones and token's weight
-    # share on right answers rises above 1/2 (docs/lab-session.md, the predict-then-run step).
+    # Teaching, no claim: the coupling flipped. A forced right answer and re-check (`63 66?`)
+    # makes right answers the long ones: token's share rises above 1/2 (docs/lab-session.md).
     "long-right": dict(flags=dict(regime="gap", gap_sign="right-long", gap_size=18, force_frac=0.3,
                                   warmup_steps=600, lr=1e-4, steps=30, eval_every=10,
                                   eval_prompts=200, **OWN_WARMUP),

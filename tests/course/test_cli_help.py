@@ -235,3 +235,27 @@ def test_each_lab_command_runs_as_python_m_and_lists_its_own_flags():
     shown = dict(line.split(" | ", 1) for line in result.stdout.splitlines() if " | " in line)
     for module, flag in LAB_COMMANDS.items():
         assert flag in shown[module] and "usage:" in shown[module], module
+
+
+def test_the_toys_default_is_one_thread_the_measured_choice(help_text):
+    """--threads 0 gives the toy 1 thread: near 2 threads' speed idle, far faster beside a busy
+    process (assets/demo-threads/results.txt). Read from the source: the suite's workers set it."""
+    text = " ".join(flag_help(help_text)["--threads"].split())
+    assert "0: 1 for the toy, measured in assets/demo-threads/" in text
+    with open(os.path.join(REPO, "grpo_ba_support", "run.py")) as f:
+        assert re.search(r"^TOY_THREADS = (\d+)$", f.read(), flags=re.M).group(1) == "1"
+    with open(os.path.join(REPO, "assets", "demo-threads", "results.txt")) as f:
+        wall = {tuple(re.findall(r"^(\w+) steps=(\d+) threads=(\d)", line)[0]): float(line.split("wall_s=")[1])
+                for line in f if "wall_s=" in line}
+    assert wall[("busy", "5", "1")] < wall[("busy", "5", "2")]                 # beside a busy process
+    assert wall[("idle", "30", "1")] < 1.25 * wall[("idle", "30", "2")]        # idle: never much slower
+
+
+def test_help_imports_neither_matplotlib_nor_sympy():
+    """`python grpo_ba.py --help` answers without the plotting and answer-grammar libraries: they are
+    imported where they are used (the demo's figures, a dataset's golds)."""
+    code = ("import runpy, sys\nsys.argv = ['grpo_ba.py', '--help']\ntry:\n"
+            "    runpy.run_path('grpo_ba.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('IMPORTED', sorted(m for m in ('matplotlib', 'sympy') if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert "IMPORTED []" in result.stdout, result.stdout[-300:] + result.stderr[-300:]

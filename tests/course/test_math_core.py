@@ -307,6 +307,24 @@ def test_the_advantage_mass_form_equals_the_papers_form_on_binary_batches(scale)
                           aggregation_coefficients(mask, adv, 4, "balanced"), rtol=1e-6, atol=1e-8)
 
 
+def test_the_logged_balanced_share_and_weight_are_the_papers_form_on_binary_rewards():
+    """A step logs balanced's right-answer share and long/short token weight through
+    grpo_ba.rule_for_any_rewards (the advantage-mass form); on binary rewards they are what the
+    trained rule, aggregate_balanced, gives (its docstring says why)."""
+    import argparse
+    rewards = torch.tensor([1., 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0])   # k = 2, tied, 1, 3
+    mask = make_mask([3, 0, 9, 2, 4, 4, 1, 6, 7, 1, 0, 5, 2, 8, 3, 11])
+    args = argparse.Namespace(group_size=4, adv_scale="std", aggregator="balanced")
+    logged = grpo_ba.step_diagnostics(rewards, mask, args)
+    adv = group_advantages(rewards, 4)
+    paper = grpo_ba.aggregate_balanced
+    assert logged["pos_share"] == logged["pos_share_balanced"]
+    assert logged["pos_share"] == pytest.approx(grpo_ba.positive_share(mask, adv, 4, paper), rel=1e-6)
+    assert logged["long_right_weight"] == pytest.approx(grpo_ba.long_right_weight(mask, adv, 4, paper),
+                                                        rel=1e-6)
+    assert logged["pos_share"] != pytest.approx(0.5)        # not a trivial share: the test can fail
+
+
 def test_on_graded_rewards_the_mass_form_differs_from_count_weights_and_keeps_sequences_masses():
     rewards = torch.tensor([0.9, 0.1, 0.5, 0.0, 0.7, 0.3])
     adv = group_advantages(rewards, 6)

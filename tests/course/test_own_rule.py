@@ -163,7 +163,9 @@ def test_the_story_and_the_figure_name_one_rule_and_explain_the_long_short_gaps(
     assert list(drawn.get_xdata()) == [0, 1, 2] and torch.isnan(torch.tensor(drawn.get_ydata()[1]))  # a gap
     note = " ".join(panel.get_xlabel().split())
     assert "a gap: a step where no group had two right answers of different lengths" in note
-    assert "capped_token_mean 1)" in note
+    assert "(steps without one: 1 of 3)" in note                      # one run: no rule's name in it
+    titles = " ".join(ax.get_title() for ax in figure.axes)
+    assert "token:" not in titles and "0 where the two signs' weights balance" in titles  # what it drew
 
 
 @pytest.mark.slow

@@ -93,3 +93,13 @@ def test_pyproject_dependencies_agree_with_requirements_files(extra, requirement
     declared = project["dependencies"] if extra is None else project["optional-dependencies"][extra]
     assert sorted(d.replace(" ", "") for d in declared) == requirement_lines(requirements)
 
+
+
+def test_pyproject_asks_for_the_python_the_readme_names():
+    """The README says the oldest Python the lock installs on (its numpy and ipython need 3.11);
+    pip must refuse an older one before it fails halfway through the lock."""
+    import re
+    with open(os.path.join(ROOT, "README.md")) as f:
+        said = re.search(r"Python (3\.\d+) or newer", f.read())
+    assert said, "README.md no longer says which Python it needs"
+    assert pyproject()["project"]["requires-python"] == f">={said.group(1)}"

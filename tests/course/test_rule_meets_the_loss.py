@@ -1,6 +1,6 @@
 """Where the rule meets the loss: the update steps on the gradient of the paper's
 J = rule(l, mask, A, G) (grpo_update: `rule(...)` on a micro-batch's whole groups times their
-share), for any rule a student writes, linear or not, also in micro-batches of whole groups;
+fraction of the batch's groups), for any rule a student writes, linear or not, also in micro-batches of whole groups;
 in micro-batches smaller than a group (the qwen3-1.7b preset: 4 rows, G = 8) each computes its
 part sum_it c_it * l_it with the coefficients of whole groups
 (grpo_ba_support/coefficients.py's loss_over_split_groups), exact for a linear rule, and a
@@ -142,9 +142,10 @@ def test_the_preset_that_splits_groups_trains_exactly_on_the_gradient_of_J():
     assert_one_step_is_the_gradient_of_J(moved, stats, J, expected)
 
 
-def test_in_grpo_update_the_loss_of_a_micro_batch_reads_the_rule_times_its_share():
+def test_in_grpo_update_the_loss_of_a_micro_batch_reads_the_rule_times_its_fraction_of_the_groups():
     source = inspect.getsource(grpo_ba.grpo_update)
-    assert "rule(token_loss, mask[rows], advantages[rows], G) * share" in " ".join(source.split())
+    assert "rule(token_loss, mask[rows], advantages[rows], G) * fraction" in " ".join(source.split())
+    assert "share" not in source                    # "share" is only the right answers' (positive_share)
     calls = {node.func.attr for node in ast.walk(ast.parse(inspect.cleandoc("\n" + source)))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
     assert "loss_over_split_groups" in calls                               # the split case, named
