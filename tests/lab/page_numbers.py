@@ -33,7 +33,8 @@ Sources: band (assets/demo-band-v3/consequences.md), probe (assets/stability-pro
 strong (assets/strong-band-v3/consequences.md), pilot (assets/strong-coupling-pilot/pilot.md),
 v1-table (assets/table.md), v1-paired (assets/paired_differences.md), regime
 (assets/regime-v3/regime.md), regime-v4 (assets/regime-v4/regime.md), long
-(assets/long-horizon/long-horizon.md) and endless (assets/endless-band-v3/consequences.md)."""
+(assets/long-horizon/long-horizon.md), endless (assets/endless-band-v3/consequences.md) and demo
+(assets/demo-seed22/demo.log: the table `python grpo_ba.py` printed, read by `parse_demo_log`)."""
 from __future__ import annotations
 
 import bisect
@@ -48,7 +49,7 @@ SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stabi
            "strong": "assets/strong-band-v3/consequences.md", "pilot": "assets/strong-coupling-pilot/pilot.md",
            "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md",
            "regime": "assets/regime-v3/regime.md", "regime-v4": "assets/regime-v4/regime.md", "long": "assets/long-horizon/long-horizon.md",
-           "endless": "assets/endless-band-v3/consequences.md"}
+           "endless": "assets/endless-band-v3/consequences.md", "demo": "assets/demo-seed22/demo.log"}
 
 # a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
 # strings (2.13.0), model names (Qwen2.5) and ranges' second ends (0.97-0.99) are not signed.
@@ -157,6 +158,34 @@ def _parse_line(line: str, rows: dict):
                                                              collapses.groups()[1:]))
 
 
+DEMO_CELL = 15                  # grpo_ba_plots.story's cell width
+DEMO_TABLE = re.compile(r"^What each rule did \(.*\):\n(?P<header>.*)\n(?P<rows>(?:.+\n)+)", re.M)
+DEMO_WORLD = re.compile(r"The world: the environment starts (?P<forced>\S+) of the responses.*?"
+                        r"wrong/right length (?P<ratio>\S+) at step 0", re.S)
+
+
+def parse_demo_log(text: str) -> dict:
+    """{row label: {rule: cell}} of the table `python grpo_ba.py` prints (grpo_ba_plots.story:
+    a label, then one right-aligned cell of DEMO_CELL characters per rule; a cell may hold single
+    spaces, '0.455 -> 0.671'), and the world's line as the row 'world' (forced: the share of
+    responses started with a slip; wrong/right: the wrong/right length ratio at step 0)."""
+    table = DEMO_TABLE.search(text)
+    if not table:
+        raise ValueError("no 'What each rule did' table in the demo's log")
+    rules = table.group("header").split()
+    width = DEMO_CELL * len(rules)
+    rows = {}
+    for line in table.group("rows").splitlines():
+        label, cells = line[:-width], line[-width:]
+        if not label.strip() or any(not cells[k:k + DEMO_CELL].startswith(" ") for k in range(0, width, DEMO_CELL)):
+            raise ValueError(f"demo log row {line!r}: not a label and {len(rules)} cells of {DEMO_CELL} characters")
+        rows[label.strip()] = {rule: cells[k * DEMO_CELL:(k + 1) * DEMO_CELL].strip() for k, rule in enumerate(rules)}
+    world = DEMO_WORLD.search(text)
+    if world:
+        rows["world"] = {"forced": world.group("forced"), "wrong/right": world.group("ratio")}
+    return rows
+
+
 def against_zero(verdict_cell: str) -> str:
     """The verdict against 0 a verdict cell gives, then what it could have seen: 'holds' or
     'not detected; differences of X ...' ('contradicted' only when it holds with the other sign)."""
@@ -205,7 +234,7 @@ _COMPUTED: dict = {}
 def report(source: str) -> dict:
     if source not in _REPORTS:
         with open(os.path.join(REPO, SOURCES[source])) as f:
-            _REPORTS[source] = parse_report(f.read())
+            _REPORTS[source] = (parse_demo_log if source == "demo" else parse_report)(f.read())
     return _REPORTS[source]
 
 
