@@ -85,12 +85,14 @@ Your run's rollouts for `python -m grpo_ba_lab.analysis.diagnose`: wrap the rewa
 `reward_funcs=dump_rollouts(my_reward, "rollouts.jsonl", num_generations=8)`, in a trainer
 with the bias metrics (AggregationGRPOTrainer, BalancedGRPOTrainer, GRPOTrainerWithBiasMetrics
 or your BiasMetricsMixin subclass; a plain GRPOTrainer is refused at the first batch, in one
-line). It returns the same rewards and appends one {"group", "reward", "length", "step", "run",
+line; num_generations may be left out, it is then the trainer's, and one unlike the trainer's is refused
+at start, in one line). It returns the same rewards and appends one {"group", "reward", "length", "step", "run",
 "adv_scale", "std", "eps"} line per completion (one file per process with several processes:
 concatenate them). `length` is the completion's tokens in TRL's loss mask (0 for a completion
 masked by mask_truncated_completions; tool results left out), and adv_scale / std / eps say
-how TRL computed the advantages (scale_rewards "group" -> "std", "none" -> "none"; TRL's
-unbiased std, eps 1e-4), so diagnose computes TRL's advantages, not its own. `run` is one id
+how TRL computed the advantages (scale_rewards "group" -> "std", "none" -> "none", "batch" -> "batch";
+multi_objective_aggregation "normalize_then_sum" -> "normalize_then_sum"; TRL's unbiased std, eps 1e-4),
+so diagnose computes TRL's advantages, not its own, or refuses in one line the two it cannot compute. `run` is one id
 per trainer run, the same on every process, so runs appended to one file are never read as
 one batch. Runnable examples: grpo_ba_lab/examples/trl_balanced.py, and
 grpo_ba_lab/examples/trl_three_rules.py (the paper's comparison: the three rules from one start).
@@ -414,10 +416,27 @@ def new_run_id(num_processes: int) -> str:
 # TRL's advantages, as dump_rollouts records them for diagnose: TRL 1.16 divides by the unbiased
 # std of each group's rewards plus 1e-4 (scale_rewards="group"), or does not divide ("none").
 TRL_STD, TRL_EPS = "unbiased", 1e-4
-TRL_ADV_SCALE = {"group": "std", "none": "none", "batch": "batch"}
+TRL_ADV_SCALE = {"group": "std", "none": "none", "batch": "batch", True: "std", False: "none"}
 
 
-def dump_rollouts(reward_func, path, num_generations):
+def trl_adv_scale(args) -> str:
+    """How TRL 1.16 scaled the advantages, as diagnose names it: multi_objective_aggregation=
+    "normalize_then_sum" standardises each group and then divides by one std of the whole batch, whatever
+    scale_rewards says; else scale_rewards "group" -> "std", "none" -> "none", "batch" -> "batch". A value
+    this table lacks is written as it is (diagnose then refuses it in one line), never as "std"."""
+    if getattr(args, "multi_objective_aggregation", "sum_then_normalize") == "normalize_then_sum":
+        return "normalize_then_sum"
+    scale = getattr(args, "scale_rewards", "group")
+    return TRL_ADV_SCALE.get(scale, str(scale))
+
+
+def trainer_group_size(trainer):
+    """The trainer's num_generations (TRL's trainer attribute, else its config's), or None."""
+    size = getattr(trainer, "num_generations", None)
+    return size if size is not None else getattr(getattr(trainer, "args", None), "num_generations", None)
+
+
+def dump_rollouts(reward_func, path, num_generations=None):
     """Wrap a TRL reward function: same rewards, and one {"group", "reward", "length", "step",
     "run", "adv_scale", "std", "eps"} JSON line per completion appended to `path` (`path`.rank<r>
     with several processes), the input of `python -m grpo_ba_lab.analysis.diagnose`.
@@ -434,8 +453,12 @@ def dump_rollouts(reward_func, path, num_generations):
     results left out), the L_i of the loss. step = TRL's global_step when the batch was
     scored. run = one id per trainer run (`new_run_id`): each `train()` starts a new
     TrainerState, and a new state starts a new run with its batches counted from 0, so runs
-    appended to one file stay apart. adv_scale, std, eps: TRL's advantages (its
-    scale_rewards, its unbiased std, its 1e-4), which diagnose then computes.
+    appended to one file stay apart. adv_scale, std, eps: TRL's advantages (trl_adv_scale: its
+    scale_rewards or normalize_then_sum, its unbiased std, its 1e-4), which diagnose then computes.
+
+    num_generations: G, the group size of the ids; left out, it is the trainer's num_generations.
+    Given and unlike the trainer's, the trainer refuses it at start, in one line: its group ids
+    would cut TRL's groups apart or merge them, and diagnose would read wrong groups.
     """
     from accelerate import PartialState
     state = PartialState()
@@ -455,15 +478,25 @@ def dump_rollouts(reward_func, path, num_generations):
             run.update(state=trainer_state, id=new_run_id(state.num_processes), batch=0)
         step = run["batch"] if trainer_state is None else trainer_state.global_step
         first_row = state.process_index * len(prompts)
-        scale = TRL_ADV_SCALE.get(getattr(getattr(dumping.trainer, "args", None), "scale_rewards", "group"), "std")
+        scale = trl_adv_scale(getattr(dumping.trainer, "args", None))
         held.clear()
         for row, reward in enumerate(rewards, start=first_row):
-            held.append({"group": f"{run['batch']}-{row // num_generations}", "reward": reward, "step": step,
+            held.append({"group": f"{run['batch']}-{row // group_size[0]}", "reward": reward, "step": step,
                          "run": run["id"], "adv_scale": scale, "std": TRL_STD, "eps": TRL_EPS})
         run["batch"] += 1
         return rewards
 
+    group_size = [num_generations]                  # the trainer's, where not given
+
     def attach(trainer):
+        trainers = trainer_group_size(trainer)
+        if num_generations is not None and trainers is not None and num_generations != trainers:
+            raise ValueError(f"dump_rollouts(num_generations={num_generations}) in a trainer with num_generations="
+                             f"{trainers}: its group ids would not be TRL's groups; pass num_generations={trainers} "
+                             "or leave it out (it is then the trainer's)")
+        if num_generations is None and trainers is None:
+            raise ValueError("dump_rollouts: no num_generations given, and the trainer has none to take")
+        group_size[0] = num_generations if num_generations is not None else trainers
         dumping.trainer = trainer
 
     def write(lengths):

@@ -326,3 +326,54 @@ def test_two_trl_runs_dumped_to_one_file_are_diagnosed_as_two_runs_not_merged(tm
         for rule in AGGREGATORS:
             key = f"pos_share_{rule}"
             assert report[key] == pytest.approx(trl_logged[f"aggregation/{key}"], rel=1e-5), (run, rule)
+
+
+# =====================================================================================
+# Issue 76's last defects: the dump's group size is the trainer's, its adv_scale what TRL used
+# =====================================================================================
+
+
+def test_dump_rollouts_takes_the_trainers_num_generations_and_refuses_another_in_one_line(tmp_path):
+    """A num_generations unlike the trainer's would cut TRL's groups apart (or merge them), and diagnose
+    would read wrong groups: refused when the trainer is built; left out, it is the trainer's."""
+    path = str(tmp_path / "rollouts.jsonl")
+    with pytest.raises(ValueError, match=r"dump_rollouts\(num_generations=2\) in a trainer with "
+                                         r"num_generations=4") as err:
+        make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path, num_generations=2))
+    assert "\n" not in str(err.value) and "pass num_generations=4" in str(err.value)
+    trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path))
+    trainer.train()
+    rows = [json.loads(line) for line in open(path)]
+    assert [row["group"] for row in rows] == ["0-0"] * 4 + ["0-1"] * 4          # TRL's groups of 4
+
+
+def test_the_dump_records_the_advantage_scale_trl_used_never_std_by_default():
+    from types import SimpleNamespace
+    from grpo_ba_lab.integrations.trl_balanced import trl_adv_scale
+    args = SimpleNamespace(multi_objective_aggregation="sum_then_normalize", scale_rewards="group")
+    assert trl_adv_scale(args) == "std"
+    assert [trl_adv_scale(SimpleNamespace(**{**vars(args), "scale_rewards": s})) for s in ("none", "batch", "later")] \
+        == ["none", "batch", "later"]                              # a scale TRL adds later: as it is, not "std"
+    for scale in ("group", "none", "batch"):                       # normalize_then_sum ignores scale_rewards
+        assert trl_adv_scale(SimpleNamespace(multi_objective_aggregation="normalize_then_sum",
+                                             scale_rewards=scale)) == "normalize_then_sum"
+
+
+def test_a_normalize_then_sum_dump_says_so_and_diagnose_reads_it_as_trl_logged(tmp_path, capsys):
+    from grpo_ba_lab.analysis import diagnose
+    path = str(tmp_path / "rollouts.jsonl")
+    trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path),
+                           multi_objective_aggregation="normalize_then_sum")
+    trainer.train()
+    rows = [json.loads(line) for line in open(path)]
+    assert {row["adv_scale"] for row in rows} == {"normalize_then_sum"}
+    capsys.readouterr()
+    assert diagnose.main([path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--adv-scale std" in err
+    report = diagnose.diagnose(path, adv_scale="std")
+    assert report["trainer_adv_scale"] == "normalize_then_sum"
+    logged = trainer.state.log_history[0]
+    assert report["pos_share_token"] is not None                      # a real case: a group with a signal
+    for key in [f"pos_share_{rule}" for rule in AGGREGATORS]:
+        assert report[key] == pytest.approx(logged[f"aggregation/{key}"], rel=1e-4, abs=1e-6), key
