@@ -21,8 +21,8 @@ reference in a copied page is then made true in the copy:
   repository, so no link of the copy is broken;
 - a file, folder or module the copy lacks, named in a page (a path such as
   `scripts/time_lab_plan.py`, a command such as `python -m grpo_ba_lab.train`), is marked
-  "(in the course repository)" after its code span, or, on a command line, with a trailing
-  `# in the course repository` comment; once: not where its clause already says so, and never
+  "(in the course repository)" after its code span (", in the course repository" when a parenthesis
+  closes there), or, on a command line, with a trailing `# in the course repository` comment; once: not where its clause already says so, and never
   what the student writes or a run writes (STUDENTS), though the instructor's checkout may hold it;
 - README.md's way to run the repository's whole test suite (the first paragraph of its "Run the
   tests" and the command after it) becomes what the copy can run: the checker, or pytest on the
@@ -125,7 +125,8 @@ def unlink_missing(text: str, page: str, out: str) -> str:
             return m.group(0)
         where = os.path.normpath(os.path.join(os.path.dirname(page), _local(target)))
         if not label.strip("` ") or label.strip("` ").endswith(os.path.basename(where)):
-            return f"{where} (in the course repository)"
+            closing = m.string[m.end():m.end() + 1] == ")"            # the last thing inside a parenthesis
+            return f"{where}, in the course repository" if closing else f"{where} (in the course repository)"
         return f"{label} ({where} in the course repository)"
 
     text = MARKDOWN_LINK.sub(markdown, text)
@@ -214,7 +215,8 @@ def mark_missing(text: str, page: str, out: str) -> str:
                 if ELSEWHERE not in text[after:after + len(ELSEWHERE) + 6]:
                     points.add(after)
         offset += len(line)
-    inserts = [(p, f" ({ELSEWHERE})") for p in points]
+    # the last thing inside a parenthesis: `(see a.md, in the course repository)`, not `(see a.md (in ...))`
+    inserts = [(p, f", {ELSEWHERE}" if text[p:p + 1] == ")" else f" ({ELSEWHERE})") for p in points]
     inserts += [(p, f" ({ELSEWHERE})" if commented else f"   # {ELSEWHERE}") for p, commented in ends]
     for point, words in sorted(inserts, reverse=True):
         text = text[:point] + words + text[point:]
@@ -259,11 +261,27 @@ def _words(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def claims_by_function(claims_path: str = os.path.join(ROOT, CLAIMS)) -> dict:
-    """{exercise function: [claim in words]} from the `@checks(...)` tags of the claims file, one
-    entry per case the checker runs, as `python -m exercises.check` counts them: each claim's
-    test name in words, the case's parameters but the expected values (a per-rule tag's rule is
-    the function's own), and the exception it expects when it expects one."""
+# A test's name in words keeps Python's lower case; the math's one-letter names read as the pages
+# write them, and so do the names and possessives the claims file's test names spell without marks.
+SYMBOLS = {"g": "G", "l": "L", "a": "A", "p": "P", "nan": "NaN"}
+PHRASES = {"dr grpo": "Dr. GRPO", "papers binary": "paper's binary", "signs token": "sign's token"}
+
+
+def _headline(test_name: str) -> str:
+    """`test_token_loss_at_ratio_one_is_minus_sum_a_l_over_sum_l` -> `token loss at ratio one is
+    minus sum A L over sum L`."""
+    words = " ".join(SYMBOLS.get(word, word) for word in test_name.removeprefix("test_").split("_"))
+    for plain, marked in PHRASES.items():
+        words = re.sub(rf"\b{plain}\b", marked, words)
+    return words
+
+
+def claim_cases(claims_path: str = os.path.join(ROOT, CLAIMS)) -> dict:
+    """{exercise function: [(headline, case, raises)]} from the `@checks(...)` tags of the claims
+    file, one entry per case the checker runs, as `python -m exercises.check` counts them: the
+    claim's test name in words; the case's parameters, ((name, value in words), ...), but the
+    expected values and a per-rule tag's rule, which is the function's own; and the exception it
+    expects (None when it expects none)."""
     with open(claims_path, encoding="utf-8") as f:
         source = f.read()
     tree = ast.parse(source)
@@ -282,9 +300,7 @@ def claims_by_function(claims_path: str = os.path.join(ROOT, CLAIMS)) -> dict:
                 and getattr(d.func, "id", "") == "checks"]
         if not tags:
             continue
-        words = node.name.removeprefix("test_").replace("_", " ")
-        body = ast.get_source_segment(source, node)
-        raised = re.search(r"pytest\.raises\((\w+)", body)
+        raised = re.search(r"pytest\.raises\((\w+)", ast.get_source_segment(source, node))
         for case in _cases(node, constants, node.name):
             for tag in tags:
                 for arg in tag.args:
@@ -296,24 +312,64 @@ def claims_by_function(claims_path: str = os.path.join(ROOT, CLAIMS)) -> dict:
                                          "it lacks") from None
                     if name not in found:
                         continue
-                    shown = [f"{key} {_words(value)}" for key, value in case.items()
-                             if key != "expected" and "{" + key + "}" not in pattern]
-                    found[name].append(words + (f" ({', '.join(shown)})" if shown else "")
-                                       + (f" (it must raise {raised.group(1)})" if raised else ""))
+                    shown = tuple((key, _words(value)) for key, value in case.items()
+                                  if key != "expected" and "{" + key + "}" not in pattern)
+                    found[name].append((_headline(node.name), shown, raised.group(1) if raised else None))
     return found
 
 
-def claims_docstring_text(name: str, claims: list[str]) -> str:
+def claims_by_function(claims_path: str = os.path.join(ROOT, CLAIMS)) -> dict:
+    """{exercise function: [claim in words]}, one per case the checker runs (claim_cases)."""
+    return {name: [headline + (f" ({_case_words(case)})" if case else "")
+                   + (f" (it must raise {raises})" if raises else "") for headline, case, raises in cases]
+            for name, cases in claim_cases(claims_path).items()}
+
+
+def _case_words(case: tuple) -> str:
+    return ", ".join(f"{key} {value}" for key, value in case)
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def claim_lines(cases: list) -> list[str]:
+    """One line per claim of the claims file, its cases together: `sign weights of the worked
+    example (3 claims: rule token, sequence and balanced)`, not three lines that differ in a word."""
+    grouped = []                                        # [(headline, raises, [case])], in order
+    for headline, case, raises in cases:
+        if grouped and grouped[-1][:2] == (headline, raises):
+            grouped[-1][2].append(case)
+        else:
+            grouped.append((headline, raises, [case]))
+    lines = []
+    for headline, raises, shown in grouped:
+        line = headline
+        if len(shown) > 1:
+            keys = {key for case in shown for key, _ in case}
+            one_key = len(keys) == 1 and all(len(case) == 1 for case in shown)
+            cases = (f"{keys.pop()} " + _and([case[0][1] for case in shown]) if one_key
+                     else "; ".join(_case_words(case) for case in shown))
+            line += f" ({len(shown)} claims: {cases})"
+        elif shown[0]:
+            line += f" ({_case_words(shown[0])})"
+        lines.append(line + (f" (it must raise {raises})" if raises else ""))
+    return lines
+
+
+def claims_docstring_text(name: str, cases: list) -> str:
     """The paragraph added to a stub's docstring: what `python -m exercises.check` runs on it."""
-    lines = [f"What `python -m exercises.check {name}` checks on this function: its {len(claims)} claims",
-             "(the cases of tests/course/test_math_core.py about it, in their order):"]
-    lines += [f"- {claim}" for claim in claims]
-    return "\n".join("    " + line for line in lines)
+    lines = [f"What `python -m exercises.check {name}` checks on this function: its {len(cases)} claims",
+             "(the cases of tests/course/test_math_core.py about it, in their order" + (
+                 ";\na claim named for all rules checks this function's rule alone):"
+                 if any(headline.startswith("all rules") for headline, _, _ in cases) else "):")]
+    lines += [f"- {line}" for line in claim_lines(cases)]
+    return "\n".join("    " + line for line in "\n".join(lines).splitlines())
 
 
 def stubs_with_claims(source: str, claims: dict) -> str:
     """exercises/math_core.py's `source` with each exercise stub's docstring extended by the
-    claims the checker runs on it."""
+    claims the checker runs on it (`claims`: claim_cases())."""
     lines = source.splitlines()
     nodes = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name in FUNCTIONS]
     missing = [name for name in FUNCTIONS if name not in {n.name for n in nodes}]
@@ -386,7 +442,7 @@ def write_copy(out: str) -> str:
     if os.path.exists(out):
         raise FileExistsError(f"{out} exists; give a new directory")
     with open(os.path.join(ROOT, "exercises", "math_core.py"), encoding="utf-8") as f:
-        stubs = stubs_with_claims(f.read(), claims_by_function())
+        stubs = stubs_with_claims(f.read(), claim_cases())
     pages = pages_to_copy()
     os.makedirs(out)
     for name in COURSE + tuple(pages):

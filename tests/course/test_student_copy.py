@@ -97,7 +97,7 @@ def test_the_answers_page_the_lab_and_the_instructors_tool_stay_out(copy):
     for name in ("docs/lab-session-answers.md", "exercises/student_copy.py", "grpo_ba_lab", "scripts",
                  "docs/lab.md", "docs/verl.md", "docs/README.md", "tests/course/test_lab_session.py"):
         assert not os.path.exists(os.path.join(copy, name)), name
-    assert "docs/lab.md (in the course repository)" in read(copy, "README.md")   # the README's link: text now
+    assert re.search(r"docs/lab\.md(, | \()in the course repository", read(copy, "README.md"))   # its link: text now
     teaching = read(copy, "docs/teaching.md")                   # its link to the answers: plain text now
     assert "lab-session-answers.md" in read(REPO, "docs/teaching.md")
     assert "(lab-session-answers.md)" not in teaching and "in the course repository" in teaching
@@ -107,10 +107,12 @@ def test_the_answers_page_the_lab_and_the_instructors_tool_stay_out(copy):
 def test_a_missing_link_becomes_text_and_a_present_one_stays(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "here.md").write_text("x")
-    text = "[here](here.md), [gone](gone.md#a), ![a figure](../assets/gone.png), [web](https://example.org)"
+    text = ("[here](here.md), [gone](gone.md#a), ![a figure](../assets/gone.png), [web](https://example.org) "
+            "(see [gone.md](gone.md))")
     out = student_copy.unlink_missing(text, "docs/page.md", str(tmp_path))
     assert out == ("[here](here.md), gone (docs/gone.md in the course repository), "
-                   "a figure (assets/gone.png in the course repository), [web](https://example.org)")
+                   "a figure (assets/gone.png in the course repository), [web](https://example.org) "
+                   "(see docs/gone.md, in the course repository)")      # not "(see docs/gone.md (in ...))"
 
 
 def test_each_stub_says_what_the_checker_checks_and_nothing_else_changes(copy):
@@ -119,10 +121,23 @@ def test_each_stub_says_what_the_checker_checks_and_nothing_else_changes(copy):
     original, stubs = read(REPO, "exercises/math_core.py"), read(copy, "exercises/math_core.py")
     assert without_docstrings(original) == without_docstrings(stubs)      # the code is the same
     docs = {n.name: ast.get_docstring(n) for n in ast.parse(stubs).body if isinstance(n, ast.FunctionDef)}
+    cases = student_copy.claim_cases()
     for name in FUNCTIONS:
         listed = docs[name].split(f"python -m exercises.check {name}`", 1)[1]
-        assert [line[2:] for line in listed.splitlines() if line.startswith("- ")] == claims[name], name
+        lines = [line[2:] for line in listed.splitlines() if line.startswith("- ")]
+        assert lines == student_copy.claim_lines(cases[name]), name
+        counted = [int(m.group(1)) if (m := re.search(r"\((\d+) claims: ", line)) else 1 for line in lines]
+        assert sum(counted) == len(claims[name]) == len(cases[name]), name       # every case, counted
+        assert len(set(lines)) == len(lines), name                              # no line said twice
+        assert not re.search(r"\b[gl]\b|\bnan\b|\bdr grpo\b", " ".join(lines)), lines   # the pages' spelling
     assert "batch that does not split into groups (it must raise ValueError)" in docs["group_advantages"]
+    # several cases of one claim: one line, its cases together (a student found three lines that
+    # differ in one word, under one function, hard to read)
+    assert "- sign weights of the worked example (3 claims: rule token, sequence and balanced)" in docs["sign_weights"]
+    assert ("- all rules give zero with finite gradients when k is 0 or G (2 claims: rewards [1, 1, 1, 1] and "
+            "[0, 0, 0, 0])") in docs["aggregate_token"]
+    assert "a claim named for all rules checks this function's rule alone" in docs["aggregate_token"]
+    assert "advantages none scale is Dr. GRPO centering" in docs["group_advantages"]
     tagged = len(re.findall(r"^@checks\(", read(REPO, "tests/course/test_math_core.py"), flags=re.M))
     assert sum(len(set(c)) for c in claims.values()) >= tagged       # every tagged claim is listed
 
@@ -271,14 +286,16 @@ def test_marking_a_name_the_copy_lacks_leaves_what_it_holds(tmp_path):
             "five `.ci/run`s, `scripts/time_lab_plan.py`, and docs/lab.md (in the course repository).\n"
             "    python -m grpo_ba_lab.analysis.sweep --design demo\n"
             "    python -m exercises.check   # the stubs\n"
-            "own functions (in the course repository, `scripts/time_lab_plan.py` recomputes each one).\n")
+            "own functions (in the course repository, `scripts/time_lab_plan.py` recomputes each one).\n"
+            "the GPU tests (5 tests, which run `python -m grpo_ba_lab.train`) skip\n")
     assert student_copy.mark_missing(text, "docs/page.md", str(tmp_path)) == (
         "Run `python -m exercises.check` and `python -m grpo_ba_lab.train --design demo` (in the course repository);\n"
         "five `.ci/run`s (in the course repository), `scripts/time_lab_plan.py` (in the course repository), "
         "and docs/lab.md (in the course repository).\n"
         "    python -m grpo_ba_lab.analysis.sweep --design demo   # in the course repository\n"
         "    python -m exercises.check   # the stubs\n"
-        "own functions (in the course repository, `scripts/time_lab_plan.py` recomputes each one).\n")
+        "own functions (in the course repository, `scripts/time_lab_plan.py` recomputes each one).\n"
+        "the GPU tests (5 tests, which run `python -m grpo_ba_lab.train`, in the course repository) skip\n")
 
 
 # ------------------------------------------------------------------ the student's work beside the course
