@@ -163,3 +163,15 @@ def test_the_interludes_steps_are_the_browser_pages_and_teachings():
     assert len(page) == 6
     assert predict_then_drag_steps(interlude) == page == predict_then_drag_steps(teaching)
     assert f"{len(page)} steps" in interlude.replace("six steps", "6 steps")
+
+
+def test_part_5_says_the_papers_numbers_are_an_unverified_summary_as_method_md_does():
+    """docs/method.md §6 says its table is a secondary summary's, unchecked against the paper's
+    full text; Part 5, which cites it, must not state it as the paper's fact (issue 75)."""
+    part5 = " ".join(next(c.source for c in load().cells if c.cell_type == "markdown"
+                          and c.source.startswith("## Part 5.")).split("**Question 8")[0].split())
+    with open(os.path.join(ROOT, "docs", "method.md"), encoding="utf-8") as f:
+        method = " ".join(f.read().split("## §6", 1)[1].split("## §7", 1)[0].split())
+    assert "**Unverified**" in method and "not the paper's" in method      # what method.md says
+    assert "**unverified**" in part5 and "not the paper's" in part5 and "not its full text" in part5
+    assert "The paper trains" not in part5 and "reports that" not in part5
