@@ -186,15 +186,13 @@ def test_plumbing_never_imports_the_algorithm_or_what_studies_it():
 
 # The course: the design card's files and the few modules they need. It never imports the lab.
 COURSE = ("grpo_ba", "grpo_ba_support", "grpo_ba_plots", "verifier", "toy_tasks")
-COURSE_MAX_LINES = 3433          # measured 3,433 after issue 75's closure pass: NOT the issue's cap of 3,100.
-                                 # Cut: the toy world's, designs', grammar's, verifier's, run.py's and
-                                 # own_rule's long-form prose (now in docs/code-tour.md, docs/verifier.md,
-                                 # docs/toy-designs.md), plots' imports. Left: the dataset path's
-                                 # verifier.py and its grammar (696 lines; the toy is scored by
-                                 # toy_tasks.score_running_sums), and run.py, task.py and args.py, which
-                                 # the lab builds on and tests pin (resume checks, dataset checks, the
-                                 # parser its commands subclass). Before: 3,492 (issue 75's code half),
-                                 # 3,315 (issue 66), 3,011 (issue 51)
+COURSE_MAX_LINES = 3433          # measured 3,433 (issue 75's closure pass), NOT the issue's cap of 3,100.
+# Cut: long-form prose now in docs/ (the toy world's worked example in code-tour.md, the answer
+# grammar in verifier.md), shorter docstrings and comments, plots' imports. Left: verifier.py and
+# its grammar (696 lines) for the dataset path (the toy is scored by toy_tasks.score_running_sums),
+# and run.py, task.py and args.py, which the lab builds on and its tests pin (resume checks,
+# dataset checks, the parser its commands subclass). Before: 3,492 (issue 75's code half),
+# 3,315 (issue 66), 3,011 (issue 51).
 
 
 def course_modules():
