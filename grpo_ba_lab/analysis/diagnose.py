@@ -937,6 +937,8 @@ COVERAGE_SEEN = 0.85             # what the printed "95%" covered from MIN_SIGNA
 # printed 95% interval still holds at least 0.95 x 0.95 = 0.90 of all the resamples, the coverage from
 # which the simulation's 0.85 floor was set (0.90 less three standard errors); above it, less.
 MAX_LEFT_OUT = round(1 - BOOTSTRAP_LEVEL, 6)
+# The recommendations that refuse for the sample's sake: the run is then not placed at all.
+NOT_PLACED = ("too few groups", "too many resamples left out", "too few groups on one side")
 
 
 class Placement(NamedTuple):
@@ -1068,21 +1070,28 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                      f"{found['groups_with_wrong']}")
     else:
         lines.append(f"  groups with a signal: {found['groups']}; no interval")
+    kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
+                               (found["groups_with_right"], found["groups_with_wrong"]))
+    # An interval too uncertain to recommend from is too uncertain to place the run: no design is said to
+    # cover it, in the table, the findings or the JSON, so nothing reads as a placement the last line denies.
+    placed = kind not in NOT_PLACED
+    where = {d.name: place(d, interval) if placed else "not placed" for d in designs}
     lines.append(f"  {'design':<{width}s} {'units':>5s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
                  f"{'std/mean':>9s}  {'balanced - token, last acc':<26s}  your interval against its units' range")
     for d in designs:
         lines.append(f"  {d.name:<{width}s} {len(d.ratios):>5d}  {_span(d.ratios):>18s}  "
                      f"{_span(d.shares, '.3f'):>22s}  {_span(d.spreads):>9s}  {headline(d):<26s}  "
-                     f"{place(d, interval)}")
+                     f"{where[d.name]}")
     lines.append("  (a unit: one seed on one machine variant, its rules from one warm-up; the verdict column: not "
                  "detected (>= d) means a difference of d or more would have been seen at 80% power)")
     lines.append("  (a design's verdict is its average over units whose step-0 ratios span its range, not a "
                  "result at your ratio; your share and spread are printed, not used to place the run)")
     lines.append("  (worlds: " + "; ".join(f"{w.name}: " + ", ".join(d.name for d in designs if d.world == w.name)
                                           for w in WORLDS) + "; the designs of one world count once)")
-    covering = [d for d in designs if covers(d, interval)]
+    covering = [d for d in designs if covers(d, interval)] if placed else []
     lines.append("  what the designs covering your ratio found (primary rows; verdicts: holds, contradicted, "
                  "not detected), world by world, each with how it was chosen:" if covering
+                 else "  not placed against the designs: the last line says why" if not placed
                  else "  no design's step-0 wrong/right range covers your ratio" if found["ratio"] is not None
                  else "  no wrong/right ratio to place: the batch has no right or no wrong answer in the loss")
     for world in [w for w in WORLDS if any(d.world == w.name for d in covering)]:
@@ -1094,8 +1103,6 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                 # an interaction row compares two levels: it is not a result at the run's ratio
                 across = BETWEEN_LEVELS if " minus at " in f.row else ""
                 lines.append(f"    {d.name}: {f.row}: {f.verdict}; pooled {f.interval}{across}")
-    kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
-                               (found["groups_with_right"], found["groups_with_wrong"]))
     lines.append(rec)
 
     def rounded(values):
@@ -1108,7 +1115,7 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                "ratio_interval": rounded(found["ratio_interval"]),
                "share": rounded([found["share"]])[0] if found["share"] is not None else None,
                "share_interval": rounded(found["share_interval"]),
-               "designs": {d.name: place(d, interval) for d in designs},
+               "designs": where,
                "worlds": sorted({d.world for d in covering}, key=[w.name for w in WORLDS].index),
                "recommendation": kind, "recommendation_line": rec}
     return "\n".join(lines), numbers

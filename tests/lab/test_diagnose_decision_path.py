@@ -193,3 +193,23 @@ def test_a_normalize_then_sum_dump_is_refused_without_a_flag_and_read_with_adv_s
     code, out, _ = run_diagnose(capsys, nts, "--adv-scale", "std")
     assert code == 0 and "read for the trainer's normalize_then_sum" in out.split("\n")[0]
     assert json.loads(out.strip().splitlines()[-1])["trainer_adv_scale"] == "normalize_then_sum"
+
+
+# ---- a run too small to recommend from is not placed either
+
+
+def test_a_two_group_run_is_not_placed_where_its_recommendation_says_it_is_not(tmp_path, capsys):
+    """Before, a 2-group run's table said "inside" four designs, listed their verdicts and its JSON named
+    three worlds, while its last line said "these numbers ... do not place the run"."""
+    lines = wrong_masked_rollouts(2, 2)
+    out, summary = report(tmp_path, capsys, lines)
+    decision = summary["decision"]
+    assert decision["recommendation"] == "too few groups"
+    assert set(decision["designs"].values()) == {"not placed"} and decision["worlds"] == []
+    block = out.split("decision:")[1]
+    assert "inside" not in block and "borderline" not in block and "what the designs covering" not in block
+    assert "  not placed against the designs: the last line says why" in block
+    # the control: the same run with the minimum number of groups is placed
+    _, enough = report(tmp_path, capsys, wrong_masked_rollouts(diagnose.MIN_SIGNAL_GROUPS,
+                                                                diagnose.MIN_SIGNAL_GROUPS), "enough.jsonl")
+    assert "inside" in enough["decision"]["designs"].values() and enough["decision"]["worlds"]
