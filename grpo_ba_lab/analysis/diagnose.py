@@ -387,7 +387,8 @@ def reading(s: dict) -> str:
              "these to a Qwen3-1.7B and a Qwen2.5-Math-7B case, unverified); Balanced Aggregation is meant "
              "to be robust to both. These are the paper's claims, not verdicts of this project's runs.")
     if s["len_pos"] is None or s["len_neg"] is None or s["neg_over_pos"] is None:
-        return paper + " Here no group has both signs of advantage, so no rule has a gradient to bias."
+        return paper + (" Here the responses in the loss do not have both signs of advantage (rewards tied, or one "
+                        "sign masked to length 0), so there is no balance between the signs for a rule to bias.")
     longer, shorter, ratio = (("negative", "positive", s["neg_over_pos"]) if s["len_neg"] >= s["len_pos"]
                               else ("positive", "negative", 1 / s["neg_over_pos"]))
     return (paper + f" Here {longer} responses are {ratio:.2f}x as long as {shorter} ones, which gives the "

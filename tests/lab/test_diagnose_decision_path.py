@@ -213,3 +213,13 @@ def test_a_two_group_run_is_not_placed_where_its_recommendation_says_it_is_not(t
     _, enough = report(tmp_path, capsys, wrong_masked_rollouts(diagnose.MIN_SIGNAL_GROUPS,
                                                                 diagnose.MIN_SIGNAL_GROUPS), "enough.jsonl")
     assert "inside" in enough["decision"]["designs"].values() and enough["decision"]["worlds"]
+
+
+def test_a_run_whose_wrong_answers_are_all_masked_is_not_said_to_lack_groups_with_both_signs(tmp_path, capsys):
+    """Every group has right and wrong answers, all the wrong ones masked: the reading once said "no group
+    has both signs of advantage", which these groups have; what they lack is both signs in the loss."""
+    out, summary = report(tmp_path, capsys, wrong_masked_rollouts(3, 0))
+    assert summary["neg_over_pos"] is None and summary["groups_without_signal"] == 0
+    reading = " ".join(out.split("reading: ")[1].split("\n\n")[0].split())
+    assert "no group has both signs" not in reading
+    assert "the responses in the loss do not have both signs of advantage" in reading
