@@ -1,4 +1,4 @@
-"""grpo_ba_support/answer_grammar.py -- the answer language the verifier reads, parsed into exact sympy values.
+"""grpo_ba_support/answer_grammar.py -- the verifier's answer language, read as exact sympy values.
 
 Untrusted model output (normalised by verifier.py: no `$`, `\\left`, units, `\\text{}`), never
 handed to `sympify`, `parse_expr` or `eval`: a fixed-vocabulary tokenizer and a recursive-descent

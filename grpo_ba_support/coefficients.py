@@ -1,12 +1,8 @@
 """grpo_ba_support/coefficients.py -- the two exact forms the course's toy never needs, kept off
-grpo_ba.py's reading path (docs/method.md §2, §4, §7 choices 7 and 8):
-
-- graded rewards: Balanced Aggregation by advantage mass (the TRL and verl plug-ins take graded
-  rewards; grpo_ba.aggregation_coefficients uses it for "balanced"); on binary rewards it equals
-  grpo_ba.aggregate_balanced, the paper's form (tests/course/test_math_core.py);
-- a group split across micro-batches (memory: the qwen3-1.7b preset's micro-batch of 4 rows
-  with G = 8): the rule cannot be called on part of a group, so each micro-batch adds
-  sum_it c_it * l_it over its rows, c = dJ/dl of the whole groups, exact for a rule linear in l."""
+grpo_ba.py's reading path (docs/method.md §2, §4, §7 choices 7 and 8): Balanced Aggregation by
+advantage mass for graded rewards (the TRL and verl plug-ins'; on binary rewards it equals
+grpo_ba.aggregate_balanced), and a micro-batch's exact part of J when it splits a group (the
+qwen3-1.7b preset's 4 rows, G = 8): sum_it c_it l_it, c = dJ/dl of whole groups (linear rules)."""
 import torch
 
 

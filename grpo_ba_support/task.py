@@ -1,8 +1,6 @@
-"""grpo_ba_support/task.py -- what grpo_ba.train() trains on: the policy, its tokenizer, the task.
-
-The toy of the run's --design (default; toy_tasks/), or a real model (--model NAME_OR_PATH
---dataset FILE): any Hugging Face causal LM, prompts through its chat template, rows of
-{"prompt", "answer"} from a .jsonl / .json / .parquet file or a hub dataset, golds checked."""
+"""grpo_ba_support/task.py -- what grpo_ba.train() trains on: the policy, its tokenizer, the task:
+the toy of --design (toy_tasks/), or --model (any Hugging Face causal LM, its chat template) with
+--dataset (rows of {"prompt", "answer"}: .jsonl / .json / .parquet or a hub id, golds checked)."""
 import contextlib
 import json
 import os

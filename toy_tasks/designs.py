@@ -45,8 +45,7 @@ WARMUPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmups")
 REPO = os.path.dirname(os.path.dirname(WARMUPS))
 
 
-# Supervised warm-up steps by regime, for a world whose design does not set them: greedy
-# held-out accuracy 0.5-0.6 at step 0.
+# Warm-up steps by regime where a design sets none: greedy held-out accuracy 0.5-0.6 at step 0.
 WARMUP_STEPS = {"gap": 600, "variance": 1000}
 
 

@@ -1,7 +1,6 @@
-"""toy_tasks/model.py -- the toy's policy: a character-level Hugging Face tokenizer, a tiny
-Qwen3 built from its config (nothing downloaded), and its supervised warm-up on the toy
-corpus, cached on disk by its settings so that every rule and seed starts from the same
-weights, or loaded from a file shipped with a design (toy_tasks/warmups/, checked by hash)."""
+"""toy_tasks/model.py -- the toy's policy: a character-level tokenizer, a tiny Qwen3 from its config
+(nothing downloaded), its supervised warm-up on the toy corpus, cached by its settings (every rule
+and seed starts from the same weights), or a design's shipped file (toy_tasks/warmups/, hashed)."""
 import contextlib
 import hashlib
 import json
