@@ -59,7 +59,7 @@ SHOWN = (("pos_share_token", "share of weight on positives, token", ".3f"),
          ("len_pos", "mean length of positive responses", ".2f"),
          ("len_neg", "mean length of negative responses", ".2f"),
          ("n_groups", "groups", "d"),
-         ("groups_without_signal", "groups without signal (all tied)", "d"))
+         ("groups_without_signal", "groups without signal (tied or masked)", "d"))
 
 
 def mentions_answer(completions, answer, **kwargs):   # TRL passes the dataset's other columns by name
