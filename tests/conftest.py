@@ -153,6 +153,27 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)                       # stable: the rest keep their order
 
 
+@pytest.hookimpl(optionalhook=True)           # optional: the suite runs without pytest-xdist too
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup, as ONE_WORKER_FILES and LONGEST_FIRST mean it. pytest-xdist 3.8 groups
+    tests by renaming their node ids, which pytest 9 ignores: the xdist_group marks above had
+    no effect, and a file's tests were spread over both workers, each building its module's
+    set-up again (the SmolLM2 run, the torchrun processes). Here a ONE_WORKER_FILES file is one
+    unit of work, named by its file; every other test is a unit of its own. The units go out
+    in the collection's order (LONGEST_FIRST), not xdist's default of the largest unit first."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class OneWorkerFiles(LoadGroupScheduling):
+        def _split_scope(self, nodeid):
+            name = os.path.basename(nodeid.split("::", 1)[0])
+            return name if name in ONE_WORKER_FILES else super()._split_scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return OneWorkerFiles(config, log)
+
+
 # torch's own bf16 attention (pack_vnni2) and inductor's C++ code generation follow the CPU's
 # features, not a forced ATEN_CPU_CAPABILITY: forcing avx2 or default on an AVX-512 CPU
 # (how these tests emulate another machine) breaks them inside torch. A real AVX2 CPU takes
