@@ -316,9 +316,11 @@ def read_steps(path: str, rows=None, run_id=None) -> dict[int, tuple]:
 def _conventions(path, rows, adv_scale):
     """(adv_scale, std, eps) for this run: the file's, --adv-scale first where given."""
     scale, std, eps = convention_of(path, rows)
-    if scale in BATCH_SCALES and not adv_scale:
+    if scale in BATCH_SCALES and adv_scale != BATCH_SCALES[scale][0]:
         flag, what = BATCH_SCALES[scale]
-        raise RolloutsError(f"{path}: its advantages are {what}, which diagnose does not compute: pass "
+        given = (f"--adv-scale {adv_scale} contradicts it (that flag reads other advantages); " if adv_scale
+                 else "")
+        raise RolloutsError(f"{path}: its advantages are {what}, which diagnose does not compute: {given}pass "
                             f"--adv-scale {flag} (the same shares and ratio; the token loss at ratio 1 then lacks "
                             "the batch std)")
     return adv_scale or scale or "std", std, eps
@@ -805,6 +807,9 @@ def _edge_crossed(design: Design, interval) -> str:
 
 
 BALANCED_TOKEN = "balanced - token on last held-out accuracy"
+# The token rule the designs ran and whose share diagnose prints: a token mean per group. TRL's default
+# loss_type "dapo" and verl's "token-mean" pool the batch instead; a recommendation naming token says so.
+TOKEN_RULE = "token: per group, the designs' rule and the printed share's; TRL's default 'dapo' pools the batch"
 
 
 def _last_acc_row(design: Design):
@@ -830,17 +835,25 @@ def _world_said(world: str, members: list) -> str:
 
 
 def recommendation(designs: list[Design], ratio, signal_groups: int | None = None, left_out: float | None = None,
-                   sides: tuple | None = None) -> tuple[str, str]:
+                   sides: tuple | None = None, step: int | None = None, masked: int = 0) -> tuple[str, str]:
     """(kind, one line). The line's scope is never wider than the worlds whose designs cover the run's
     interval, it counts each world once, says how each was chosen, and names the designs the interval
     is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio. No
     recommendation below MIN_SIGNAL_GROUPS groups with a signal, above MAX_LEFT_OUT of the resamples
     left out (`left_out`), or below MIN_SIGNAL_GROUPS groups with a right or with a wrong answer in
-    the loss (`sides`: the two counts; the simulation's groups each had both)."""
+    the loss (`sides`: the two counts; the simulation's groups each had both). Nor for a batch the designs
+    do not speak to whatever its sample: one after step 0 (`step`, a resumed run's first; the designs'
+    ranges are their runs' step 0's), or one with `masked` responses that carry an advantage at length 0
+    (no design masks any, and masking moves the shares the designs' ranges were measured without)."""
     interval = _interval(ratio)
     if interval is None:
         return "none", ("recommendation: none: the placement batch has no response in the loss with a positive "
                         "advantage, or none with a negative one, so it has no step-0 wrong/right ratio to place")
+    if step:
+        return "not step 0", (
+            f"recommendation: none: this batch is step {step}'s, the dump's first (a resumed run?), and the "
+            "designs' ranges are their runs' step 0's, so it is not placed against them; to place the run, "
+            "diagnose a dump that starts at its step 0")
     if signal_groups is not None and signal_groups < MIN_SIGNAL_GROUPS:
         return "too few groups", (
             f"recommendation: none: {signal_groups} group{'s' if signal_groups != 1 else ''} with a signal, "
@@ -861,6 +874,12 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
             f"{MIN_SIGNAL_GROUPS} groups the interval needs on each side (in the simulation every group had both; "
             "masked responses?) (docs/diagnose.md, 'How many groups'); these numbers describe this batch, they do "
             "not place the run")
+    if masked:
+        return "masked responses", (
+            f"recommendation: none: {count_of(masked, 'response')} with an advantage but length 0, no token in the "
+            "loss (masked, e.g. mask_truncated_completions), and no registered design masks any: masking moves the "
+            "shares (balanced's is no longer 0.5, token's can pass it) and the ratio, so the run is not placed; "
+            "to place it, diagnose a dump of the run without masking")
     if not any(covers(d, interval) for d in designs):
         ranged = [d for d in designs if d.ratios]
         low, high = min(min(d.ratios) for d in ranged), max(max(d.ratios) for d in ranged)
@@ -892,15 +911,15 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
         return "; ".join(_world_said(w, m) for w, m in group)
     if against:
         return "do not switch", (
-            f"recommendation: do not switch to balanced on the toy's word: {BALANCED_TOKEN} holds against "
-            f"balanced in {said(against)}{edge}; {scope}")
+            f"recommendation: do not switch to balanced on the toy's word ({TOKEN_RULE}): {BALANCED_TOKEN} holds "
+            f"against balanced in {said(against)}{edge}; {scope}")
     if favour and not silent:
         return "try balanced", (
-            f"recommendation: try balanced in place of token aggregation: {BALANCED_TOKEN} holds in every world "
+            f"recommendation: try balanced in place of token aggregation ({TOKEN_RULE}): {BALANCED_TOKEN} holds in every world "
             f"covering your ratio that has this row, {worlds}: {said(favour)}{edge}; {scope}")
     if favour:
         return "test balanced", (
-            f"recommendation: test balanced against token on your own task: {BALANCED_TOKEN}, {worlds} covering "
+            f"recommendation: test balanced against token on your own task ({TOKEN_RULE}): {BALANCED_TOKEN}, {worlds} covering "
             f"your ratio: {said(votes)} (separate worlds in separately registered designs, never compared with "
             f"each other){edge}; {scope}")
     return "compare the rules", (
@@ -938,8 +957,10 @@ COVERAGE_SEEN = 0.85             # what the printed "95%" covered from MIN_SIGNA
 # printed 95% interval still holds at least 0.95 x 0.95 = 0.90 of all the resamples, the coverage from
 # which the simulation's 0.85 floor was set (0.90 less three standard errors); above it, less.
 MAX_LEFT_OUT = round(1 - BOOTSTRAP_LEVEL, 6)
-# The recommendations that refuse for the sample's sake: the run is then not placed at all.
-NOT_PLACED = ("too few groups", "too many resamples left out", "too few groups on one side")
+# The recommendations that refuse, for the sample's sake or because the designs do not speak to the batch
+# (not step 0, or masked): the run is then not placed at all.
+NOT_PLACED = ("too few groups", "too many resamples left out", "too few groups on one side", "not step 0",
+              "masked responses")
 
 
 class Placement(NamedTuple):
@@ -949,6 +970,7 @@ class Placement(NamedTuple):
     advantages: torch.Tensor     # (B,) as the trainer computed them
     lengths: torch.Tensor        # (B,) tokens in the loss
     group_size: int
+    step: int | None = None      # the batch's step (the file's first); None: the lines carry no step
 
 
 def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
@@ -961,7 +983,8 @@ def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
     else:
         rewards, lengths, group_size = read_rollouts(path, rows)
         where = "the whole file as one batch"
-    return Placement(where, trainer_advantages(rewards, group_size, scale, std, eps), lengths, group_size)
+    return Placement(where, trainer_advantages(rewards, group_size, scale, std, eps), lengths, group_size,
+                     first if steps else None)
 
 
 # Columns of group_sums: per group, over its responses in the loss.
@@ -1057,8 +1080,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     width = max([34] + [len(d.name) for d in designs])            # the names' column fits the longest
     level = f"{BOOTSTRAP_LEVEL:.0%}"
     lines = ["decision: this run against the toy's registered designs",
-             f"  this run ({batch.where}): wrong/right (Lbar-/Lbar+) {_fmt(found['ratio'])}, token's share on right "
-             f"answers {_fmt(found['share'], '.3f')}, length std/mean {_fmt(spread)}"]
+             f"  this run ({batch.where}): wrong/right (Lbar-/Lbar+) {_fmt(found['ratio'])}, token's share (per "
+             f"group) on right answers {_fmt(found['share'], '.3f')}, length std/mean {_fmt(spread)}"]
     if found["ratio_interval"] is not None:
         lines.append(f"  {level} intervals over its {found['groups']} group{'s' * (found['groups'] != 1)} with a signal (bootstrap, "
                      f"{BOOTSTRAP_RESAMPLES} resamples of the groups, seed {BOOTSTRAP_SEED}; nominal: from {MIN_SIGNAL_GROUPS} "
@@ -1071,8 +1094,9 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                      f"{found['groups_with_wrong']}")
     else:
         lines.append(f"  groups with a signal: {found['groups']}; no interval")
+    masked = int(((batch.advantages != 0) & (batch.lengths == 0)).sum())   # with an advantage, out of the loss
     kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
-                               (found["groups_with_right"], found["groups_with_wrong"]))
+                               (found["groups_with_right"], found["groups_with_wrong"]), batch.step, masked)
     # An interval too uncertain to recommend from is too uncertain to place the run: no design is said to
     # cover it, in the table, the findings or the JSON, so nothing reads as a placement the last line denies.
     placed = kind not in NOT_PLACED
@@ -1108,7 +1132,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
 
     def rounded(values):
         return None if values is None else [float(f"{v:.6g}") for v in values]
-    numbers = {"placed_on": batch.where, "groups_with_signal": found["groups"], "min_groups": MIN_SIGNAL_GROUPS,
+    numbers = {"placed_on": batch.where, "step": batch.step, "masked_with_advantage": masked,
+               "groups_with_signal": found["groups"], "min_groups": MIN_SIGNAL_GROUPS,
                "groups_with_right": found["groups_with_right"], "groups_with_wrong": found["groups_with_wrong"],
                "resamples_left_out": None if found["left_out"] is None else float(f"{found['left_out']:.6g}"),
                "max_left_out": MAX_LEFT_OUT,

@@ -73,6 +73,12 @@ def coverage(pool: torch.Tensor, count: int, generator: torch.Generator) -> dict
     return out
 
 
+def worst_line(worst: dict) -> str:
+    """The summary of the worst coverage per number of groups, each count agreeing with its noun."""
+    return ("worst coverage over the settings and both intervals: "
+            + ", ".join(f"{diagnose.count_of(count, 'group')} {worst[count]:.3f}" for count in GRID))
+
+
 def main(out=print) -> int:
     generator = torch.Generator().manual_seed(SEED)
     torch.manual_seed(SEED)
@@ -93,8 +99,7 @@ def main(out=print) -> int:
                 f"{found['ratio'][0]:>14.3f} {found['ratio'][1]:>11.3f}  {found['share'][0]:>14.3f} "
                 f"{found['share'][1]:>11.3f}")
     out("")
-    out("worst coverage over the settings and both intervals: "
-        + ", ".join(f"{count} groups {worst[count]:.3f}" for count in GRID))
+    out(worst_line(worst))
     minimum = next((count for at, count in enumerate(GRID) if all(worst[c] >= TARGET for c in GRID[at:])), None)
     out(f"minimum: {minimum} groups with a signal (the smallest of the grid from which every setting's coverage "
         f"is at least {TARGET:.2f})")

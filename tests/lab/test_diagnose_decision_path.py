@@ -93,13 +93,19 @@ def test_a_run_with_wrong_answers_in_the_loss_in_few_groups_gets_no_recommendati
     assert "a wrong answer in the loss in only 4 groups, fewer than the 12" in decision["recommendation_line"]
 
 
-def test_a_run_with_exactly_the_minimum_on_each_side_is_placed_even_with_a_masked_response(tmp_path, capsys):
+def test_a_run_with_exactly_the_minimum_on_each_side_passes_the_sample_checks(tmp_path, capsys):
+    """The sample checks pass at the minimum; a masked response with an advantage is then what refuses it
+    (test_a_masked_run_that_passes_every_sample_check_is_not_placed), and without it the run is placed."""
     lines = wrong_masked_rollouts(diagnose.MIN_SIGNAL_GROUPS, diagnose.MIN_SIGNAL_GROUPS)
-    lines[1]["length"] = 0                                  # one wrong answer masked; its group keeps the other
     _, summary = report(tmp_path, capsys, lines)
     decision = summary["decision"]
     assert decision["groups_with_right"] == decision["groups_with_wrong"] == diagnose.MIN_SIGNAL_GROUPS
     assert decision["resamples_left_out"] == 0.0 and decision["recommendation"] == "try balanced"
+    lines[1]["length"] = 0                                  # one wrong answer masked; its group keeps the other
+    _, summary = report(tmp_path, capsys, lines, "masked.jsonl")
+    decision = summary["decision"]
+    assert decision["groups_with_right"] == decision["groups_with_wrong"] == diagnose.MIN_SIGNAL_GROUPS
+    assert decision["resamples_left_out"] == 0.0 and decision["recommendation"] == "masked responses"
 
 
 # ---- 3. groups without a signal: every kind, as the decision counts them
@@ -223,3 +229,105 @@ def test_a_run_whose_wrong_answers_are_all_masked_is_not_said_to_lack_groups_wit
     reading = " ".join(out.split("reading: ")[1].split("\n\n")[0].split())
     assert "no group has both signs" not in reading
     assert "the responses in the loss do not have both signs of advantage" in reading
+
+
+# ---- 7. the practitioner's third trial: masked runs, the token rule named, resumed dumps, a contradicting flag
+
+
+def test_a_masked_run_that_passes_every_sample_check_is_not_placed(tmp_path, capsys):
+    """No registered design masks any response, and masking moves what places a run: with the longest wrong
+    answers masked, balanced's share leaves 0.5 and token's can pass it (the trial's masked_share.jsonl: token
+    0.534, above every gap-30 design's range, balanced 0.750). Before, such a run was placed by its ratio
+    alone and told "try balanced"; now it gets no recommendation and its numbers are still printed."""
+    lines = wrong_masked_rollouts(16, 16, ratio=2.6)
+    for g in range(16):                                 # in every group one of the two wrong answers is masked
+        lines[4 * g + 3]["length"] = 0
+    out, summary = report(tmp_path, capsys, lines)
+    decision = summary["decision"]
+    assert summary["pos_share_balanced"] != pytest.approx(0.5)                   # measured, not the identity
+    assert (decision["groups_with_signal"], decision["resamples_left_out"]) == (16, 0.0)   # the sample checks pass
+    assert decision["masked_with_advantage"] == 16 and decision["recommendation"] == "masked responses"
+    line = decision["recommendation_line"]
+    assert line.startswith("recommendation: none: 16 responses with an advantage but length 0")
+    assert "no registered design masks any" in line and "a dump of the run without masking" in line
+    assert line in out.splitlines() and "\n" not in line                        # one line, as printed
+    assert set(decision["designs"].values()) == {"not placed"} and decision["worlds"] == []
+    assert decision["ratio"] == pytest.approx(2.6, rel=0.02) and decision["ratio_interval"] is not None
+    assert "  this run (the whole file as one batch): wrong/right (Lbar-/Lbar+) 2.6" in out   # its numbers stay
+    # the control: a length-0 response without an advantage (a tied group) takes nothing out and refuses nothing
+    plain = wrong_masked_rollouts(16, 16, ratio=2.6)
+    plain += [{"group": "tied", "reward": 1, "length": n} for n in (0, 900, 1000, 1100)]
+    _, summary = report(tmp_path, capsys, plain, "tied.jsonl")
+    assert summary["n_length_zero"] == 1 and summary["decision"]["masked_with_advantage"] == 0
+    assert summary["decision"]["recommendation"] == "try balanced"
+
+
+def test_a_recommendation_that_names_token_says_which_token_rule(tmp_path, capsys):
+    """The printed share is the toy's per-group token rule; TRL's default loss_type 'dapo' pools the batch.
+    The recommendation line, where a practitioner acts, says so, and so does the run's line."""
+    out, summary = report(tmp_path, capsys, wrong_masked_rollouts(16, 16))
+    line = summary["decision"]["recommendation_line"]
+    assert line.startswith("recommendation: try balanced in place of token aggregation (token: per group, the "
+                           "designs' rule and the printed share's; TRL's default 'dapo' pools the batch): ")
+    assert "token's share (per group) on right answers" in out
+    for kind in ("test balanced", "do not switch"):             # every line that names token says it
+        assert diagnose.TOKEN_RULE in _line_of_kind(kind)
+
+
+def _line_of_kind(kind):
+    """The recommendation of the given kind, from a made-up design covering the ratio 2."""
+    finding = {"test balanced": [("a", 0.05, "holds"), ("b", 0.01, "not detected")],
+               "do not switch": [("a", -0.05, "holds")]}[kind]
+    designs = [diagnose.Design(name, "report", [1.0, 3.0], [0.3], [0.5],
+                               [diagnose.Finding("balanced - token, last held-out acc", mean, f"{mean:+.3f}",
+                                                 word if word != "not detected" else
+                                                 "not detected (differences of 0.05 or more would have been seen "
+                                                 "at 80% power)", word)], "", f"world {name}")
+               for name, mean, word in finding]
+    found, line = diagnose.recommendation(designs, (1.9, 2.1))
+    assert found == kind
+    return line
+
+
+def test_a_resumed_dump_is_not_placed_against_the_designs_step_0_ranges(tmp_path, capsys):
+    """A dump that starts at step 500 (a resumed run) was placed against the designs' step-0 ranges without
+    a word. It is now not placed, says why in one line, and its numbers are still printed."""
+    lines = wrong_masked_rollouts(16, 16)
+    out, summary = report(tmp_path, capsys, [{**line, "step": 500} for line in lines])
+    decision = summary["decision"]
+    assert (decision["placed_on"], decision["step"]) == ("step 500's batch", 500)
+    assert decision["recommendation"] == "not step 0"
+    assert decision["recommendation_line"] == (
+        "recommendation: none: this batch is step 500's, the dump's first (a resumed run?), and the designs' "
+        "ranges are their runs' step 0's, so it is not placed against them; to place the run, diagnose a dump "
+        "that starts at its step 0")
+    assert set(decision["designs"].values()) == {"not placed"} and decision["ratio"] is not None
+    # the control: the same batch at step 0 is placed
+    _, summary = report(tmp_path, capsys, [{**line, "step": 0} for line in lines], "fresh.jsonl")
+    assert (summary["decision"]["step"], summary["decision"]["recommendation"]) == (0, "try balanced")
+
+
+@pytest.mark.parametrize("recorded, wrong, right", [("batch", "std", "none"), ("normalize_then_sum", "none", "std")])
+def test_a_flag_that_contradicts_the_dumps_recorded_batch_scale_is_refused(tmp_path, capsys, recorded, wrong, right):
+    """--adv-scale std on a dump whose trainer_adv_scale is "batch" was read silently as per-group std
+    advantages, which TRL did not use. One line now refuses it and names the flag that reads the dump."""
+    rows = [{"group": g, "reward": r, "length": n, "adv_scale": recorded, "std": "unbiased", "eps": 1e-4}
+            for g, r, n in (("a", 1, 4), ("a", 0, 9), ("b", 1, 3), ("b", 0, 8))]
+    path = write_lines(tmp_path / "dump.jsonl", rows)
+    code, out, err = run_diagnose(capsys, path, "--adv-scale", wrong)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"--adv-scale {wrong} contradicts it" in err and f"pass --adv-scale {right}" in err
+    assert run_diagnose(capsys, path, "--adv-scale", right)[0] == 0
+
+
+def test_the_simulations_summary_counts_agree_with_their_nouns():
+    """The committed table and the page once printed "1 groups"; the script now words its counts with
+    diagnose.count_of, and the committed table (its numbers unchanged) and the page follow."""
+    import os
+    from grpo_ba_lab.analysis import diagnose_min_groups as simulation
+    said = simulation.worst_line({count: 0.5 for count in simulation.GRID})
+    assert "1 group 0.500" in said and not ONE_WORD.search(said)
+    for page in ("assets/diagnose-min-groups/table.txt", "docs/diagnose.md"):
+        with open(os.path.join(diagnose.REPO, page)) as f:
+            text = f.read()
+        assert "worst coverage over the settings and both intervals: 1 group 0.000, 2 groups" in text, page
