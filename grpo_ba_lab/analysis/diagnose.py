@@ -25,7 +25,8 @@ Advantages as the trainer that wrote the file computed them: lines may carry `ad
 ("std" or "none"; TRL's "batch" and "normalize_then_sum" are read only with --adv-scale, which
 their refusal names), `std` ("population", grpo_ba's; "unbiased", TRL's and verl's) and `eps`
 (TRL 1.16: 1e-4; grpo_ba and verl: 1e-6); TRL's dump_rollouts writes all three. Lines without
-them are grpo_ba's (population std, eps 1e-6); --adv-scale overrides the file's scale.
+them are grpo_ba's (population std, eps 1e-6); --adv-scale overrides the file's "std" or "none", and
+a flag other than the one that reads a recorded batch scale is refused naming that one.
 
 The report ends with a decision: where the run sits (its step-0 wrong/right length ratio with a
 95% bootstrap interval over its groups, token's share on right answers with its interval, the
@@ -37,7 +38,10 @@ recommendation that counts the designs of one world once (WORLDS), says how each
 was chosen, and whose scope is those toy worlds. Below MIN_SIGNAL_GROUPS groups with a signal, or
 with a right or a wrong answer in the loss, it makes none (the simulation:
 grpo_ba_lab/analysis/diagnose_min_groups.py), nor when more than MAX_LEFT_OUT of the bootstrap's
-resamples have no ratio (masked runs). The JSON line carries the decision. Lengths, ratio, spread and shares are over the responses in the loss (length > 0).
+resamples have no ratio (masked runs). Nor does it place a batch the designs do not speak to: one
+after step 0 (a resumed dump; the designs' ranges are step 0's), or one with a response that has an
+advantage at length 0 (masked; no design masks any). A recommendation that names token says it is
+the per-group rule (TRL's default 'dapo' pools the batch). The JSON line carries the decision. Lengths, ratio, spread and shares are over the responses in the loss (length > 0).
 
 Every number comes from grpo_ba's own functions, never from a formula typed twice:
 advantages from `group_advantages`, the per-sign gradient weights from `sign_weights`
