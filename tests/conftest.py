@@ -6,6 +6,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# A torch thread waiting for work sleeps instead of spinning (libgomp; read when torch is first
+# imported, here and in every subprocess a test starts). The results are the same; what changes is
+# the CPU a process with 2 threads takes from the other worker: one 2-thread step-0 check
+# (test_designs.py) took 24.1 CPU seconds spinning and 6.2 passive, on a busy 2-core machine.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import importlib.util
@@ -122,14 +127,17 @@ ONE_WORKER_FILES = {"test_run_safety.py", "test_trl_multiprocess.py", "test_run_
                     "test_rollout_engines.py", "test_real_model.py", "test_demo_seed_choice.py",
                     "test_run_figures.py", "test_explore_page.py", "test_bias_figures.py",
                     "test_token_mean_pooling.py", "test_cli_help.py"}
-# The longest tests and files start first, so that the last to finish under -n is a short
-# one (slowest first, as `--durations=40` measured them; docs/install.md).
-LONGEST_FIRST = ("test_lab_plan.py::test_every_command_of_the_plan", "test_fresh_home.py",
+# The longest tests and units start first, so that the last to finish under -n is a short one:
+# slowest first, as the idle durations of 20544c1 measured them, a ONE_WORKER_FILES file counted
+# whole (test_explore_page.py's 58 tests about 85 s); then the other slow tests; under -n the
+# quick tests (a second or less each) last, to fill the end on both workers.
+LONGEST_FIRST = ("test_lab_plan.py::test_every_command_of_the_plan", "test_explore_page.py",
                  "test_demo.py::test_the_demo_from_the_shipped_warmup", "test_predict_then_run.py",
-                 "test_real_model.py", "test_run_outputs.py", "test_page_numbers_mutations.py",
-                 "test_training.py", "test_packaging.py", "test_explore_page.py", "test_rollout_engines.py",
-                 "test_regime_map.py", "test_student_copy.py", "test_notebook.py", "test_designs.py",
-                 "test_trl_multiprocess.py", "test_verl_rules.py", "test_dataset_refusals.py")
+                 "test_rollout_engines.py", "test_real_model.py", "test_run_outputs.py", "test_packaging.py",
+                 "test_training.py::test_sweep", "test_student_copy.py", "test_page_numbers_mutations.py",
+                 "test_trl_multiprocess.py", "test_regime_map.py", "test_own_rule.py", "test_fresh_home.py",
+                 "test_notebook.py", "test_designs.py", "test_trl_three_rules_example.py", "test_verl_rules.py",
+                 "test_dataset_refusals.py", "test_training.py")
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -149,6 +157,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.path.name))
 
     def rank(item):
+        if XDIST_WORKER and not item.get_closest_marker("slow"):    # serially: a file's tests stay together
+            return len(LONGEST_FIRST) + 1
         return next((i for i, part in enumerate(LONGEST_FIRST) if part in item.nodeid), len(LONGEST_FIRST))
     items.sort(key=rank)                       # stable: the rest keep their order
 
