@@ -211,7 +211,9 @@ def test_demo_runs_three_rules_from_the_same_weights_and_draws_the_report(tmp_pa
 
 def test_sweep_covers_both_regimes_and_skips_finished_runs(tmp_path, cache_dir):
     from grpo_ba_lab.analysis import sweep
-    argv = TINY_FLAGS + ["--seeds", "1", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]
+    # 20 warm-up steps: which runs a sweep trains, skips and tabulates does not depend on the
+    # warm-up, and the variance toy's warm-up is this test's alone (300 steps: about 16 CPU s)
+    argv = TINY_FLAGS + ["--warmup-steps", "20", "--seeds", "1", "--cache-dir", cache_dir, "--output-dir", str(tmp_path)]
     assert sweep.main(argv) == 0
     runs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
     assert runs == sorted(f"{reg}-{rule}-s0" for reg in ("gap", "variance") for rule in ("token", "sequence", "balanced"))
