@@ -245,6 +245,14 @@ def test_diagnose_reads_a_masked_trl_dump_over_the_responses_in_the_loss(tmp_pat
     for key in [f"pos_share_{rule}" for rule in AGGREGATORS]:
         if logged.get(f"aggregation/{key}") is not None and summary[key] is not None:
             assert summary[key] == pytest.approx(logged[f"aggregation/{key}"], rel=1e-5, abs=1e-7), key
+    # the decision: step 0's masked completions with an advantage, counted as recomputed here, and the run is
+    # not placed (no registered design masks any; no ratio, or the sample's refusals, if any, come first)
+    first = min(row["step"] for row in rows)
+    masked = sum(1 for row, (a, n) in zip(rows, signed) if row["step"] == first and n == 0 and a != 0)
+    decision = summary["decision"]
+    assert decision["step"] == first == 0 and decision["masked_with_advantage"] == masked
+    if masked:
+        assert decision["recommendation"] in (*diagnose.NOT_PLACED, "none") and decision["worlds"] == []
 
 
 def test_dump_rollouts_in_a_plain_grpo_trainer_is_refused_in_one_line(tmp_path):
