@@ -927,7 +927,7 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
             f"your ratio: {said(votes)} (separate worlds in separately registered designs, never compared with "
             f"each other){edge}; {scope}")
     return "compare the rules", (
-        f"recommendation: compare the rules on your own task: at your ratio the toy's worlds did not detect "
+        f"recommendation: compare the rules on your own task ({TOKEN_RULE}): at your ratio the toy's worlds did not detect "
         f"{BALANCED_TOKEN} ({said(silent)}), which is not evidence that the rules are equal{edge}; {scope}")
 
 

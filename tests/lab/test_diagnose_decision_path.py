@@ -270,14 +270,14 @@ def test_a_recommendation_that_names_token_says_which_token_rule(tmp_path, capsy
     assert line.startswith("recommendation: try balanced in place of token aggregation (token: per group, the "
                            "designs' rule and the printed share's; TRL's default 'dapo' pools the batch): ")
     assert "token's share (per group) on right answers" in out
-    for kind in ("test balanced", "do not switch"):             # every line that names token says it
+    for kind in ("test balanced", "do not switch", "compare the rules"):   # every line that acts on token says it
         assert diagnose.TOKEN_RULE in _line_of_kind(kind)
 
 
 def _line_of_kind(kind):
     """The recommendation of the given kind, from a made-up design covering the ratio 2."""
     finding = {"test balanced": [("a", 0.05, "holds"), ("b", 0.01, "not detected")],
-               "do not switch": [("a", -0.05, "holds")]}[kind]
+               "do not switch": [("a", -0.05, "holds")], "compare the rules": [("a", 0.01, "not detected")]}[kind]
     designs = [diagnose.Design(name, "report", [1.0, 3.0], [0.3], [0.5],
                                [diagnose.Finding("balanced - token, last held-out acc", mean, f"{mean:+.3f}",
                                                  word if word != "not detected" else
