@@ -1,7 +1,10 @@
 """`python grpo_ba.py --model DIR --dataset FILE` refuses a dataset it cannot train on before
 any training: exit code 2, one stderr line naming the file, the row and the problem, nothing
 written. The checks are the lab's too (grpo_ba_support/task.py, called by
-grpo_ba_lab/plumbing/real_data.py), so the two commands refuse the same rows."""
+grpo_ba_lab/plumbing/real_data.py), so the two commands refuse the same rows. The refusals run
+one after the other in one interpreter (tests/commands_in_one_process.py: each as `python
+grpo_ba.py ...` runs it, with its own exit code and stderr), the dataset that trains in a
+process of its own."""
 import json
 import os
 import subprocess
@@ -9,6 +12,7 @@ import sys
 
 import pytest
 
+from commands_in_one_process import run_each
 from grpo_ba_support import task as grpo_ba_setup
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,11 +48,32 @@ def nothing_written(out) -> bool:
     return not os.path.exists(out / "metrics.jsonl") and not os.path.exists(out / "checkpoint.pt")
 
 
+EMPTY = "an empty file"
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory, tiny_model_dir):
+    """The course's command on each refused dataset -- a bad line 3 (BAD) or an empty file --
+    in one interpreter: {case: (exit code, stderr lines, run dir)}."""
+    texts = {**{case: "\n".join(GOOD[:2] + [bad_line] + GOOD[2:]) + "\n" for case, (bad_line, _) in BAD.items()},
+             EMPTY: "\n\n"}
+    argvs, outs = [], []
+    for case, text in texts.items():
+        folder = tmp_path_factory.mktemp("refused")
+        (folder / "data.jsonl").write_text(text)
+        outs.append(folder / "run")
+        argvs.append(["--model", tiny_model_dir, "--dataset", str(folder / "data.jsonl"), *FLAGS,
+                      "--output-dir", str(folder / "run")])
+    done = run_each("grpo_ba.py", argvs, cwd=REPO, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    return {case: (d.returncode, [line for line in d.stderr.splitlines() if line.strip()], out)
+            for case, d, out in zip(texts, done, outs)}
+
+
 @pytest.mark.parametrize("case", BAD)
 @pytest.mark.slow
-def test_the_course_refuses_a_bad_row_in_one_line_naming_file_row_and_problem(case, tmp_path, tiny_model_dir):
-    bad_line, words = BAD[case]
-    code, err, out = course(tmp_path, tiny_model_dir, "\n".join(GOOD[:2] + [bad_line] + GOOD[2:]) + "\n")
+def test_the_course_refuses_a_bad_row_in_one_line_naming_file_row_and_problem(case, refusals):
+    _, words = BAD[case]
+    code, err, out = refusals[case]
     assert code == 2, err
     assert len(err) == 1, err
     assert f"data.jsonl line 3: {words}" in err[0], err
@@ -56,8 +81,8 @@ def test_the_course_refuses_a_bad_row_in_one_line_naming_file_row_and_problem(ca
 
 
 @pytest.mark.slow
-def test_the_course_refuses_an_empty_file_in_one_line(tmp_path, tiny_model_dir):
-    code, err, out = course(tmp_path, tiny_model_dir, "\n\n")
+def test_the_course_refuses_an_empty_file_in_one_line(refusals):
+    code, err, out = refusals[EMPTY]
     assert code == 2 and len(err) == 1 and "data.jsonl: empty" in err[0], err
     assert nothing_written(out)
 
