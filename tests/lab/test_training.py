@@ -155,13 +155,22 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize("argv, message", BAD_INPUTS, ids=[m for _, m in BAD_INPUTS])
-def test_bad_input_gives_one_line_error_and_exit_code_2(argv, message, tmp_path, tiny_model_dir):
-    data = tmp_path / "data.jsonl"
-    data.write_text('{"prompt": "1+1", "answer": "2"}\n{"prompt": "2+2", "answer": "4"}\n{"prompt": "3+3", "answer": "6"}\n')
-    argv = [a.replace("{tiny}", tiny_model_dir).replace("{data}", str(data)) for a in argv]
-    result = subprocess.run([sys.executable, "-m", "grpo_ba_lab.train", *argv], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": REPO})
+@pytest.fixture(scope="module")
+def bad_input_results(tmp_path_factory, tiny_model_dir):
+    """`python -m grpo_ba_lab.train ARGV` for each of BAD_INPUTS, one after the other in one new
+    interpreter (tests/commands_in_one_process.py), from a folder holding data.jsonl."""
+    from commands_in_one_process import run_each
+    folder = tmp_path_factory.mktemp("bad_input")
+    (folder / "data.jsonl").write_text('{"prompt": "1+1", "answer": "2"}\n{"prompt": "2+2", "answer": "4"}\n'
+                                       '{"prompt": "3+3", "answer": "6"}\n')
+    argvs = [[a.replace("{tiny}", tiny_model_dir).replace("{data}", str(folder / "data.jsonl")) for a in argv]
+             for argv, _ in BAD_INPUTS]
+    return run_each("-m grpo_ba_lab.train", argvs, cwd=folder, env={**os.environ, "PYTHONPATH": REPO}, timeout=600)
+
+
+@pytest.mark.parametrize("case", range(len(BAD_INPUTS)), ids=[m for _, m in BAD_INPUTS])
+def test_bad_input_gives_one_line_error_and_exit_code_2(case, bad_input_results):
+    message, result = BAD_INPUTS[case][1], bad_input_results[case]
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("python -m grpo_ba_lab.train: error:") and message in lines[0], result.stderr
