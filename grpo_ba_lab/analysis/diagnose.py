@@ -136,6 +136,13 @@ class Line(NamedTuple):
     step: int | None
     run: str | None
     convention: tuple            # (adv_scale or None, std, eps): how the trainer computed advantages
+    trainer: str | None = None   # "trl" or "verl" where the line says which trainer wrote it (its first step)
+
+
+# The step number of each trainer's first training batch: TRL's global_step is 0 while its first batch
+# is generated; verl's ray_trainer counts global_steps from 1 (it adds 1 before the first batch; its step
+# 0 is the validation before training). Lines without `trainer` are read as starting at 0.
+FIRST_STEP = {"trl": 0, "verl": 1}
 
 
 def _run_id(value, where):
@@ -214,10 +221,29 @@ def _read_lines(path: str) -> list[Line]:
             rows.append(Line(number, json.dumps(row["group"], sort_keys=True),
                              _number(row["reward"], "reward", where),
                              _number(row["length"], "length", where, integer=True), step,
-                             _run_id(row.get("run"), where), _convention(row, where)))
+                             _run_id(row.get("run"), where), _convention(row, where), _trainer(row, where)))
     if not rows:
         raise RolloutsError(f"{path}: no responses")
     return rows
+
+
+def _trainer(row, where):
+    trainer = row.get("trainer")
+    if trainer is not None and trainer not in FIRST_STEP:
+        raise RolloutsError(f"{where}: 'trainer' must be one of {', '.join(map(json.dumps, FIRST_STEP))} "
+                            f"(it says which step is the run's first), got {json.dumps(trainer)}")
+    return trainer
+
+
+def first_step_of(path: str, rows: list[Line]) -> int:
+    """The run's first training step, by the trainer its lines name (FIRST_STEP); 0 without one.
+    A run whose lines name two trainers is refused."""
+    found = list(dict.fromkeys(line.trainer for line in rows))
+    if len(found) > 1:
+        number = next(line.number for line in rows if line.trainer != found[0])
+        raise RolloutsError(f"{path} line {number}: its trainer {json.dumps(found[1])} differs from line "
+                            f"{rows[0].number}'s {json.dumps(found[0])}; one run has one trainer")
+    return FIRST_STEP.get(found[0], 0)
 
 
 def _text_lines(f, path):
@@ -839,25 +865,38 @@ def _world_said(world: str, members: list) -> str:
 
 
 def recommendation(designs: list[Design], ratio, signal_groups: int | None = None, left_out: float | None = None,
-                   sides: tuple | None = None, step: int | None = None, masked: int = 0) -> tuple[str, str]:
+                   sides: tuple | None = None, step: int | None = None, masked: int = 0,
+                   first_step: int = 0, graded: int = 0) -> tuple[str, str]:
     """(kind, one line). The line's scope is never wider than the worlds whose designs cover the run's
     interval, it counts each world once, says how each was chosen, and names the designs the interval
     is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio. No
     recommendation below MIN_SIGNAL_GROUPS groups with a signal, above MAX_LEFT_OUT of the resamples
     left out (`left_out`), or below MIN_SIGNAL_GROUPS groups with a right or with a wrong answer in
     the loss (`sides`: the two counts; the simulation's groups each had both). Nor for a batch the designs
-    do not speak to whatever its sample: one after step 0 (`step`, a resumed run's first; the designs'
-    ranges are their runs' step 0's), or one with `masked` responses that carry an advantage at length 0
+    do not speak to whatever its sample: one after the run's first step (`step`, a resumed run's first;
+    `first_step`, the trainer's first: 0, verl's 1; the designs' ranges are their runs' step 0's), one with
+    `graded` responses, whose reward is neither 0 nor 1 (every design, and the simulation behind the
+    minimum, has binary rewards), or one with `masked` responses that carry an advantage at length 0
     (no design masks any, and masking moves the shares the designs' ranges were measured without)."""
     interval = _interval(ratio)
     if interval is None:
         return "none", ("recommendation: none: the placement batch has no response in the loss with a positive "
                         "advantage, or none with a negative one, so it has no step-0 wrong/right ratio to place")
-    if step:
+    if step is not None and step != first_step:
+        trainers = ("TRL's, and that of lines without \"trainer\"; a verl dump's lines need \"trainer\": \"verl\", "
+                    "whose first is 1" if first_step == 0 else "verl's")
+        resumed = " (a resumed run?)" if step > first_step else ""
         return "not step 0", (
-            f"recommendation: none: this batch is step {step}'s, the dump's first (a resumed run?), and the "
-            "designs' ranges are their runs' step 0's, so it is not placed against them; to place the run, "
-            "diagnose a dump that starts at its step 0")
+            f"recommendation: none: this batch is step {step}'s, the dump's first, and the run's first training "
+            f"step is {first_step} ({trainers}){resumed}; the designs' ranges are their runs' first "
+            "step's, so it is not placed against them; to place the run, diagnose a dump that starts at its "
+            "first step")
+    if graded:
+        return "graded rewards", (
+            f"recommendation: none: {count_of(graded, 'response')} with a reward other than 0 or 1, and every "
+            "registered design (and the simulation behind the minimum) has binary rewards: graded rewards move "
+            "token's share at a given ratio, so the run is not placed against the designs' ranges; these "
+            "numbers describe this batch")
     if signal_groups is not None and signal_groups < MIN_SIGNAL_GROUPS:
         return "too few groups", (
             f"recommendation: none: {signal_groups} group{'s' if signal_groups != 1 else ''} with a signal, "
@@ -964,7 +1003,7 @@ MAX_LEFT_OUT = round(1 - BOOTSTRAP_LEVEL, 6)
 # The recommendations that refuse, for the sample's sake or because the designs do not speak to the batch
 # (not step 0, or masked): the run is then not placed at all.
 NOT_PLACED = ("too few groups", "too many resamples left out", "too few groups on one side", "not step 0",
-              "masked responses")
+              "graded rewards", "masked responses")
 
 
 class Placement(NamedTuple):
@@ -975,6 +1014,8 @@ class Placement(NamedTuple):
     lengths: torch.Tensor        # (B,) tokens in the loss
     group_size: int
     step: int | None = None      # the batch's step (the file's first); None: the lines carry no step
+    first_step: int = 0          # the trainer's first training step (FIRST_STEP): verl's is 1
+    graded: int = 0              # responses whose reward is neither 0 nor 1 (the designs' are all binary)
 
 
 def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
@@ -987,8 +1028,9 @@ def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
     else:
         rewards, lengths, group_size = read_rollouts(path, rows)
         where = "the whole file as one batch"
+    graded = int(((rewards != 0) & (rewards != 1)).sum())
     return Placement(where, trainer_advantages(rewards, group_size, scale, std, eps), lengths, group_size,
-                     first if steps else None)
+                     first if steps else None, first_step_of(path, rows), graded)
 
 
 # Columns of group_sums: per group, over its responses in the loss.
@@ -1100,7 +1142,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
         lines.append(f"  groups with a signal: {found['groups']}; no interval")
     masked = int(((batch.advantages != 0) & (batch.lengths == 0)).sum())   # with an advantage, out of the loss
     kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
-                               (found["groups_with_right"], found["groups_with_wrong"]), batch.step, masked)
+                               (found["groups_with_right"], found["groups_with_wrong"]), batch.step, masked,
+                               batch.first_step, batch.graded)
     # An interval too uncertain to recommend from is too uncertain to place the run: no design is said to
     # cover it, in the table, the findings or the JSON, so nothing reads as a placement the last line denies.
     placed = kind not in NOT_PLACED
@@ -1136,7 +1179,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
 
     def rounded(values):
         return None if values is None else [float(f"{v:.6g}") for v in values]
-    numbers = {"placed_on": batch.where, "step": batch.step, "masked_with_advantage": masked,
+    numbers = {"placed_on": batch.where, "step": batch.step, "first_step": batch.first_step,
+               "masked_with_advantage": masked, "graded_rewards": batch.graded,
                "groups_with_signal": found["groups"], "min_groups": MIN_SIGNAL_GROUPS,
                "groups_with_right": found["groups_with_right"], "groups_with_wrong": found["groups_with_wrong"],
                "resamples_left_out": None if found["left_out"] is None else float(f"{found['left_out']:.6g}"),
