@@ -6,8 +6,6 @@ logged it, the identities marked as identities, and the run called a smoke test.
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -22,13 +20,24 @@ pytestmark = [pytest.mark.slow,                   # builds a model and trains it
                                  reason="TRL is optional: pip install .[trl]")]
 
 
-def test_the_three_rules_example_runs_from_the_clone_and_ends_with_what_it_measured(tmp_path):
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}   # the requirements-only path
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory):
+    """`python -m grpo_ba_lab.examples.trl_three_rules` as each test below types it, from the clone's
+    top folder without PYTHONPATH (the requirements-only path), both in one new interpreter
+    (tests/commands_in_one_process.py: importing torch, transformers and TRL is 6 CPU s of each
+    start): {"random": (its result, its --out), "warmup": ...}."""
+    from commands_in_one_process import run_each
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
                MPLBACKEND="Agg")
-    out = tmp_path / "cmp"
-    done = subprocess.run([sys.executable, "-m", "grpo_ba_lab.examples.trl_three_rules", "--steps", "2",
-                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    outs = {"random": tmp_path_factory.mktemp("example") / "cmp", "warmup": tmp_path_factory.mktemp("example") / "warm"}
+    argvs = [["--steps", "2", "--out", outs["random"]], ["--start", "warmup", "--steps", "1", "--out", outs["warmup"]]]
+    done = run_each("-m grpo_ba_lab.examples.trl_three_rules", argvs, cwd=ROOT, env=env, timeout=1500)
+    return {name: (result, outs[name]) for name, result in zip(outs, done)}
+
+
+def test_the_three_rules_example_runs_from_the_clone_and_ends_with_what_it_measured(examples):
+    done, out = examples["random"]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     printed = json.loads(done.stdout.strip().splitlines()[-1])             # the last line: one JSON object
     assert list(printed) == list(RULES)
@@ -78,17 +87,11 @@ def test_the_three_rules_example_runs_from_the_clone_and_ends_with_what_it_measu
     assert "What to do with it" in story and recommendation.startswith("recommendation: ")
 
 
-def test_the_warmup_start_reaches_long_wrong_answers_at_step_0_and_ends_with_the_decision(tmp_path):
+def test_the_warmup_start_reaches_long_wrong_answers_at_step_0_and_ends_with_the_decision(examples):
     """--start warmup: the course demo's shipped warm-up, the toy's prompts, verifier.py. Step 0's
     wrong/right ratio is measured and printed, above 1 (the paper's situation), and the numbers
     docs/trl.md quotes for this command are the ones it prints."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
-               MPLBACKEND="Agg")
-    out = tmp_path / "warm"
-    done = subprocess.run([sys.executable, "-m", "grpo_ba_lab.examples.trl_three_rules", "--start", "warmup",
-                           "--steps", "1", "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=900)
+    done, out = examples["warmup"]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     step0 = diagnose.diagnose_steps(str(out / "rollouts-token.jsonl"))[0]
     assert step0["neg_over_pos"] > 1 and step0["n_groups"] == 16
