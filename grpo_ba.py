@@ -14,9 +14,10 @@ loop, 8 main. The math is derived in docs/method.md; docstrings cite its section
     python grpo_ba.py --help                       # every flag (grpo_ba_support/args.py)
     python -m grpo_ba_plots runs/demo-s22          # redraw a run directory's figures
 
-One step, sampling to optimizer.step(), is grpo_step here; besides this file it reads
-grpo_ba_support/task.py (stop ids), toy_tasks/arithmetic.py (forced starts, the reward) and
-grpo_ba_support/coefficients.py (split groups; balanced's graded form, equal on binary rewards).
+One step, sampling to optimizer.step(), is grpo_step: sample_groups, grpo_update, then
+step_diagnostics (section 6: logged, never trained on; skip it on a first read); it reads
+grpo_ba_support/task.py (stop ids), toy_tasks/arithmetic.py (forced starts, the reward) and,
+where micro-batches split groups, grpo_ba_support/coefficients.py.
 The lab (grpo_ba_lab/, docs/lab.md) builds on these functions, never the other way round.
 
 Where this file departs from the paper's GRPO or GRPO implementations disagree (the code says
@@ -28,7 +29,7 @@ Where this file departs from the paper's GRPO or GRPO implementations disagree (
  5. each rule is applied per group, then averaged over the P groups (verl, TRL pool the batch);
  6. an empty response adds nothing, is on neither sign, and normalisers are clamped to 1;
  7. balanced for graded rewards weighs the signs by advantage mass (the project's form);
- 8. the rule is called on whole groups; a micro-batch that splits one adds sum_it c_it l_it;
+ 8. the rule is called on whole groups; a micro-batch splitting one adds sum_it c_it l_it (dJ/dl);
  9. no KL to a reference by default (beta = 0), as DAPO and Dr. GRPO;
 10. the dual clip (--clip-ratio-c) is off by default, as in TRL.
 """
@@ -48,6 +49,7 @@ import torch
 import grpo_ba_support.run
 import grpo_ba_support.task
 from grpo_ba_support import coefficients, own_rule
+# F401: UsageError and the graded form, unused here, are imported from grpo_ba by the lab and tests
 from grpo_ba_support.args import Args, UsageError, check_args, parse_args, run_command  # noqa: F401
 from grpo_ba_support.coefficients import aggregate_balanced_by_advantage_mass  # noqa: F401
 from grpo_ba_support.run import Run
@@ -252,7 +254,7 @@ def token_logprobs(model, sequences, attention, n_response, temperature=1.0, wit
 def micro_batches(batch_size, micro_batch_size) -> list[slice]:
     """The rows of each micro-batch (--micro-batch-size; 0: the whole batch at once)."""
     size = micro_batch_size or batch_size
-    return [slice(i, i + size) for i in range(0, batch_size, size)]
+    return [slice(i, min(i + size, batch_size)) for i in range(0, batch_size, size)]
 
 
 def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> dict:
@@ -261,19 +263,12 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
     forward pass fewer). Non-finite loss or gradients skip the step. -> what it logs."""
     T, device = batch.response_mask.shape[1], batch.response_mask.device
     mask = batch.response_mask.float()                                              # (B, T)
-    if getattr(args, "truncated", "keep") == "mask":   # the lab's DAPO overlong filter: a cut
-        mask = mask * (~batch.truncated).to(mask)[:, None]    # response leaves the loss, not A
+    if getattr(args, "truncated", "keep") == "mask":   # a lab flag (the course's Args has none):
+        mask = mask * (~batch.truncated).to(mask)[:, None]   # DAPO's overlong filter, A kept
     advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
     B, G, rule = mask.shape[0], args.group_size, aggregator_function(args.aggregator)
     chunks = micro_batches(B, args.micro_batch_size)
-    # None, unless a micro-batch holds part of a group (memory): then its exact part (choice 8)
-    split_group_loss = coefficients.loss_over_split_groups(rule, mask, advantages, G, chunks)
-
-    def micro_batch_loss(token_loss, rows):       # the rule meets the loss; summed over rows: J
-        if split_group_loss is not None:
-            return split_group_loss(token_loss, rows)
-        fraction = (rows.stop - rows.start) / B   # of the groups: J is their mean (choice 5)
-        return rule(token_loss, mask[rows], advantages[rows], G) * fraction
+    split = coefficients.coefficients_for_split_groups(rule, mask, advantages, G, chunks)
 
     ref_logp = None                                                         # log pi_ref: (B, T)
     if reference is not None:
@@ -297,11 +292,15 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
             token_loss = clipped_token_loss(logp, old_logp[rows], advantages[rows], mask[rows],
                                             args.eps_low, args.eps_high, ref, args.beta,
                                             args.clip_ratio_c)
-            loss = micro_batch_loss(token_loss, rows)
-            loss.backward()
+            fraction = (rows.stop - rows.start) / B   # of the groups: J is their mean (choice 5)
+            if split is None:                         # the rule meets the loss
+                loss = rule(token_loss, mask[rows], advantages[rows], G) * fraction
+            else:                                     # part of a group (choice 8)
+                loss = (split[rows] * token_loss).sum()
+            loss.backward()                           # J: summed over the micro-batches
             total += loss.item()
-            add_update_statistics(stats, loss, token_loss, micro_batch_loss, rows, logp, old_logp,
-                                  ref, entropy, advantages, mask, inner, args)
+            add_update_statistics(stats, loss, token_loss, rule, split, fraction, rows, logp,
+                                  old_logp, ref, entropy, advantages, mask, inner, args)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
         if inner == 0:
             stats["grad_norm"] = grad_norm.item()
@@ -315,7 +314,7 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
 
 
 @torch.no_grad()
-def add_update_statistics(stats, loss, token_loss, micro_batch_loss, rows, logp, old_logp,
+def add_update_statistics(stats, loss, token_loss, rule, split, fraction, rows, logp, old_logp,
                           ref_logp, entropy, advantages, mask, inner, args):
     """Adds a micro-batch's part of what the update logs (docs/metrics.md) to `stats`, as token
     sums: at the first inner update pg_loss = J of the token terms without beta * KL, and the
@@ -326,7 +325,9 @@ def add_update_statistics(stats, loss, token_loss, micro_batch_loss, rows, logp,
     kl = k3_kl(logp, old_logp if ref_logp is None else ref_logp) * mask
     if inner == 0:                               # J of the clipped terms alone (beta = 0: loss)
         beta = args.beta if ref_logp is not None else 0.0
-        pg_loss = micro_batch_loss(token_loss - beta * kl, rows) if beta else loss
+        terms = token_loss - beta * kl                          # as grpo_update's loss, no KL
+        pg_loss = loss if not beta else (rule(terms, mask, advantages, args.group_size) * fraction
+                                         if split is None else (split[rows] * terms).sum())
         stats["pg_loss"] += pg_loss.item()
         stats["entropy"] += (entropy * mask).sum().item()
     if inner == args.inner_updates - 1:
@@ -335,8 +336,8 @@ def add_update_statistics(stats, loss, token_loss, micro_batch_loss, rows, logp,
 
 
 # 6. Diagnostics: each rule's gradient weight on each sign; what a step logs (docs/metrics.md) ===
-#    Two words kept apart: c_it, a rule's coefficient of one token term (aggregation_coefficients),
-#    and w_it = A_i c_it, a token's gradient weight (token_weights); a "share" is only ever the
+#    Two words kept apart: c_it = dJ/dl_it, a rule's coefficient of one token term, and
+#    w_it = A_i c_it, a token's gradient weight (token_weights); a "share" is only ever the
 #    right answers' share of the gradient weight, |W+| / (|W+| + |W-|) (positive_share).
 def mask_from_lengths(lengths: torch.Tensor, width: int | None = None) -> torch.Tensor:
     """(B,) response lengths -> (B, T) mask with ones on the first L_i positions."""
@@ -352,23 +353,9 @@ def token_weights(mask, advantages, group_size, aggregator):
     logp = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device, requires_grad=True)
     with torch.enable_grad():
         token_loss = clipped_token_loss(logp, logp.detach(), advantages, mask)
-        J = rule_for_any_rewards(aggregator)(token_loss, mask, advantages, group_size)
+        J = aggregator_function(aggregator)(token_loss, mask, advantages, group_size)
         (grad,) = torch.autograd.grad(J, logp)
     return -grad
-
-
-def aggregation_coefficients(mask, advantages, group_size, aggregator):
-    """c_it = dJ/dl_it, (B, T): the rule's coefficient of each token term (docs/method.md §2)."""
-    return coefficients.rule_coefficients(rule_for_any_rewards(aggregator), mask, advantages,
-                                          group_size)
-
-
-def rule_for_any_rewards(aggregator):
-    """The rules measured here, as the TRL and verl plug-ins take them on graded rewards:
-    "balanced" by advantage mass (docs/method.md §4). On binary rewards that IS aggregate_balanced:
-    a side's answers share one |A_s|, M_s = k_s |A_s|, and |A_s| cancels (test_math_core.py)."""
-    return (aggregate_balanced_by_advantage_mass if aggregator == "balanced" else
-            aggregator_function(aggregator))
 
 
 def sign_weights(mask, advantages, group_size, aggregator):
@@ -409,8 +396,8 @@ def bias_curves(group_size=8, right=4, wrong_length=10, ratios=None, lengths=Non
 
 def long_right_weight(mask, advantages, group_size, aggregator) -> float | None:
     """Sequence equal-weighting, measured (docs/method.md §3): in each group whose right answers
-    (A_i > 0) differ in length, the shortest weighted, the longest's token weight w_it over the
-    shortest's, then the mean. Sequence: L_short / L_long < 1; token, balanced: 1. None: none."""
+    (A_i > 0) differ in length, the longest's token weight w_it over the shortest's; the mean over
+    those groups. Sequence: L_short / L_long < 1; token, balanced: 1. None: no such group."""
     lengths = mask.sum(1)                                                           # L_i: (B,)
     per_token = token_weights(mask, advantages, group_size, aggregator).sum(1) / lengths.clamp(1)
     ratios = []
@@ -423,7 +410,7 @@ def long_right_weight(mask, advantages, group_size, aggregator) -> float | None:
 def step_diagnostics(rewards, mask, args) -> dict:
     """Lengths by reward and by sign of advantage; of all three rules, the two biases: the right
     answers' share of the gradient weight (sign-length coupling), the long right answer's token
-    weight (sequence equal-weighting). Balanced's: rule_for_any_rewards, its form here."""
+    weight (sequence equal-weighting). Rewards are 0 or 1 here: balanced is aggregate_balanced."""
     lengths = mask.sum(1).float()                                                  # L_i: (B,)
     advantages = group_advantages(rewards, args.group_size, args.adv_scale)
     pos, neg = advantages > 0, advantages < 0
@@ -439,6 +426,19 @@ def step_diagnostics(rewards, mask, args) -> dict:
         out[key] = (out[f"{key}_{rule}"] if rule in AGGREGATORS else
                     measure(mask.float(), advantages, args.group_size, rule))
     return out
+
+
+def aggregation_coefficients(mask, advantages, group_size, aggregator):
+    """c_it = dJ/dl_it, (B, T), as the lab's TRL and verl plug-ins take it on graded rewards (off
+    the course's path, whose rewards are 0 or 1): "balanced" by advantage mass (§4, choice 7)."""
+    return coefficients.rule_coefficients(rule_for_any_rewards(aggregator), mask, advantages,
+                                          group_size)
+
+
+def rule_for_any_rewards(aggregator):
+    """The plug-ins' rules: "balanced" by advantage mass, aggregate_balanced on 0/1 rewards."""
+    return (coefficients.aggregate_balanced_by_advantage_mass if aggregator == "balanced" else
+            aggregator_function(aggregator))
 
 
 # 7. The training loop: rollout -> reward -> update, logged, checkpointed, resumable =======
@@ -569,7 +569,7 @@ def demo(args: Args, log=print, train_one=None, terminal=None) -> str:
 def main(argv=None) -> int:
     """One run and its figure (--aggregator RULE), a run continued (--resume DIR), or the demo."""
     def command():
-        args = parse_args(argv)
+        args = parse_args(argv, rule_required_with_model=True)   # a 1.7B model: one rule, named
         check_args(args)
         if args.aggregator == "all":
             demo(args)

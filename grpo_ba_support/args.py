@@ -1,10 +1,9 @@
 """grpo_ba_support/args.py -- the command line of grpo_ba.py: one dataclass, one flag per field.
 
-A run's settings are `Args` (`parse_args(["--aggregator", "balanced"])`); each field's help line
-is its --help line, and a run's args.json is `dataclasses.asdict(args)`. `parse_args` applies
-the sources of defaults once each, the later winning: the field's default, a --preset, a toy
---design (toy_tasks/designs.py), a --config FILE (JSON: a run's args.json works), the flags
-typed. The lab's commands subclass Args (grpo_ba_lab/lab_args.py).
+A run's settings are `Args` (`parse_args(["--aggregator", "balanced"])`), one --help line a field;
+a run's args.json is `dataclasses.asdict(args)`. `parse_args` applies each source of defaults
+once, the later winning: the field's, a --preset, a toy --design (toy_tasks/designs.py), a
+--config FILE (JSON: a run's args.json works), the flags typed. The lab subclasses Args.
 """
 from __future__ import annotations
 
@@ -75,7 +74,7 @@ class Args:
     max_grad_norm: float = arg(1.0, "gradient-norm clip")
     temperature: float = arg(1.0, "rollout sampling temperature")
     max_new_tokens: int = arg(40, "longest response; longer ones are cut and stay in the loss")
-    micro_batch_size: int = arg(0, "rows per forward/backward (0: the whole batch); exact")
+    micro_batch_size: int = arg(0, "rows per forward/backward (0: the whole batch); same gradient")
     eval_every: int = arg(10, "greedy held-out accuracy, then a checkpoint, every N steps",
                           section="evaluation and checkpoints")
     eval_prompts: int = arg(200, "held-out prompts per evaluation")
@@ -200,10 +199,11 @@ def course_design(chosen: dict) -> str:
 
 def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=CHOICES,
                config_reader=read_config, machine_flags=grpo_ba_run.MACHINE_FLAGS,
-               auto_design=course_design, **parser_kw):
+               auto_design=course_design, rule_required_with_model=False, **parser_kw):
     """A command line -> `cls`: each source of defaults applied once, here (the fields', --preset,
     --design, --config, the flags typed). With --resume DIR its args.json replaces the first
-    four (grpo_ba_run.resumed_args: only --steps and machine flags may differ)."""
+    four (grpo_ba_run.resumed_args: only --steps and machine flags may differ). grpo_ba.py's
+    rule_required_with_model: --model or --preset needs --aggregator, typed or in --config."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser_kw.setdefault("epilog", LAB if cls is Args else None)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
@@ -217,6 +217,11 @@ def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=
         raise UsageError(f"unknown --preset {chosen['preset']!r}; "
                          f"the presets: {', '.join(presets)}")
     preset = presets.get(chosen["preset"], {})
+    if rule_required_with_model and (chosen["model"] or chosen["preset"]) and not any(
+            "aggregator" in source for source in (config, typed)):   # not the demo's 3 on a 1.7B
+        raise UsageError(f"{'--preset ' + chosen['preset'] if chosen['preset'] else '--model'} "
+                         f"trains one rule: add --aggregator token, sequence or balanced "
+                         f"(--aggregator all runs the demo's three, each --steps long)")
     design = auto_design(chosen) if chosen["design"] == designs.AUTO else chosen["design"]
     from_design = {k: v for k, v in designs.design_flags(design).items() if k in defaults}
     return cls(**{**defaults, **preset, **from_design, **config, **typed, "design": design})
@@ -231,16 +236,20 @@ def check_args(args):
                  "eval_every"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.threads < 0:
-        raise UsageError(f"--threads must be 0 (auto) or more (got {args.threads})")
-    for name, value in (("lr", args.lr), ("temperature", args.temperature)):
+    for name, value in (("lr", args.lr), ("temperature", args.temperature),
+                        ("max_grad_norm", args.max_grad_norm)):   # -1 flips gradients, 0 zeroes
         if not value > 0:          # temperature 0 divides the logits by 0 (greedy is eval's)
-            raise UsageError(f"--{name} must be above 0 (got {value})")
+            raise UsageError(f"--{name.replace('_', '-')} must be above 0 (got {value})")
     if args.eps_low < 0 or args.eps_high < 0:
         raise UsageError(f"--eps-low and --eps-high are clip ranges, 0 or more "
                          f"(got {args.eps_low}, {args.eps_high})")
+    for flag, value, zero in (("--threads", args.threads, "auto"),
+                              ("--beta", args.beta, "no KL"),     # below 0: away from pi_ref
+                              ("--micro-batch-size", args.micro_batch_size, "the whole batch")):
+        if value < 0:
+            raise UsageError(f"{flag} must be 0 ({zero}) or more (got {value})")
     batch = args.group_size * args.prompts_per_step
-    if args.micro_batch_size and (args.micro_batch_size < 0 or batch % args.micro_batch_size):
+    if args.micro_batch_size and batch % args.micro_batch_size:
         raise UsageError(f"--micro-batch-size {args.micro_batch_size} does not divide "
                          f"the batch of {batch} responses")
     if args.clip_ratio_c and not args.clip_ratio_c > 1:
@@ -249,6 +258,8 @@ def check_args(args):
     grpo_ba_run.pick_device(args.device)          # a device this machine lacks: before any file
     if args.dataset and not args.model:
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
+    if args.model and not args.dataset:          # before the demo's first line, or a download
+        raise UsageError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
     if args.model and args.design in designs.DESIGNS:
         raise UsageError(f"--design {args.design} sets the toy's world; it cannot run with "
                          f"--model (drop --design)")

@@ -179,6 +179,40 @@ def test_an_unknown_preset_and_values_that_would_fail_late_are_refused_in_one_li
     assert grpo_ba.main(["--config", str(config)]) == 2 and said in capsys.readouterr().err
 
 
+RULE_NEEDED = ("trains one rule: add --aggregator token, sequence or balanced "
+               "(--aggregator all runs the demo's three, each --steps long)")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--max-grad-norm", "-1"], "--max-grad-norm must be above 0 (got -1.0)"),     # clipping would flip
+    (["--max-grad-norm", "0"], "--max-grad-norm must be above 0 (got 0.0)"),       # ... or zero every gradient
+    (["--beta", "-1"], "--beta must be 0 (no KL) or more (got -1.0)"),
+    (["--micro-batch-size", "-4"], "--micro-batch-size must be 0 (the whole batch) or more (got -4)"),
+    (["--preset", "qwen3-1.7b"], f"--preset qwen3-1.7b {RULE_NEEDED}"),
+    (["--preset", "qwen3-1.7b", "--dataset", "d.jsonl"], f"--preset qwen3-1.7b {RULE_NEEDED}"),
+    (["--model", "m", "--dataset", "d.jsonl"], f"--model {RULE_NEEDED}"),
+    (["--preset", "qwen3-1.7b", "--aggregator", "balanced"], "--model needs --dataset (a hub id or a local "
+                                                             ".json/.jsonl/.parquet file)"),
+    (["--preset", "qwen3-1.7b", "--aggregator", "all"], "--model needs --dataset (a hub id or a local "
+                                                        ".json/.jsonl/.parquet file)")])
+def test_wrong_values_and_a_model_without_its_rule_or_data_are_refused_before_anything(argv, said, capsys,
+                                                                                       tmp_path, monkeypatch):
+    """Before the demo's "[1/3] token" line, a download or a file: one line, exit 2."""
+    monkeypatch.chdir(tmp_path)
+    assert grpo_ba.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [f"grpo_ba.py: error: {said}"] and captured.out == ""
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_rule_in_a_config_file_is_a_rule_given(tmp_path, capsys):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"aggregator": "balanced"}))
+    assert grpo_ba.main(["--config", str(config), "--preset", "qwen3-1.7b"]) == 2      # refused for its data
+    assert "--model needs --dataset" in capsys.readouterr().err
+    assert grpo_ba_args.parse_args(["--preset", "qwen3-1.7b"]).aggregator == "all"    # the lab's default stays
+
+
 def test_help_names_the_lab_commands(help_text):
     flat = " ".join(help_text.split())
     assert "python -m grpo_ba_lab.train" in flat and "grpo_ba_lab.analysis.sweep" in flat
