@@ -189,8 +189,9 @@ def grpo_ba_numbers(group):
     advantages = group_advantages(torch.tensor(group["rewards"], dtype=torch.float32), size, group["scale"])
     numbers = {("advantage", None, i): a for i, a in enumerate(advantages.tolist())}
     for rule in RULES:
+        graded = grpo_ba.rule_for_any_rewards(rule)       # the page's groups have graded rewards
         coefficients = aggregation_coefficients(mask, advantages, size, rule).double()
-        weights = token_weights(mask, advantages, size, rule).double()
+        weights = token_weights(mask, advantages, size, graded).double()
         for i, length in enumerate(group["lengths"]):
             # one coefficient for every token of an answer, none past its end: what the page draws
             assert torch.allclose(coefficients[i, :length], coefficients[i, 0], rtol=1e-6, atol=0)
@@ -201,15 +202,14 @@ def grpo_ba_numbers(group):
         per_answer = weights.sum(dim=1)
         numbers[("positive-weight", rule, None)] = per_answer[advantages > 0].sum().item()
         numbers[("negative-weight", rule, None)] = per_answer[advantages < 0].sum().item()
-        numbers[("positive-share", rule, None)] = positive_share(mask, advantages, size, rule)
+        numbers[("positive-share", rule, None)] = positive_share(mask, advantages, size, graded)
         # the rule's own aggregate of the clipped term at ratio 1 (logp = old logp), the logged
         # pg_loss: sum_it c_it l_it with l_it = -A_i (docs/method.md §1, §3)
         at_ratio_one = torch.zeros(mask.shape)
         token_loss = clipped_token_loss(at_ratio_one, at_ratio_one, advantages, mask)
-        # the rule as the page and grpo_ba's weights read it: balanced's advantage-mass form, which
-        # is the paper's k/G form on binary rewards (grpo_ba.rule_for_any_rewards, choice 7)
-        rule_function = grpo_ba.rule_for_any_rewards(rule)
-        numbers[("loss-at-ratio-one", rule, None)] = rule_function(token_loss, mask, advantages, size).item()
+        # the rule as the page reads it: balanced's advantage-mass form, which is the paper's k/G
+        # form on binary rewards (grpo_ba.rule_for_any_rewards, choice 7)
+        numbers[("loss-at-ratio-one", rule, None)] = graded(token_loss, mask, advantages, size).item()
     return numbers
 
 

@@ -307,11 +307,18 @@ def test_the_advantage_mass_form_equals_the_papers_form_on_binary_batches(scale)
                           aggregation_coefficients(mask, adv, 4, "balanced"), rtol=1e-6, atol=1e-8)
 
 
-def test_the_logged_balanced_share_and_weight_are_the_papers_form_on_binary_rewards():
-    """A step logs balanced's right-answer share and long/short token weight through
-    grpo_ba.rule_for_any_rewards (the advantage-mass form); on binary rewards they are what the
-    trained rule, aggregate_balanced, gives (its docstring says why)."""
+def test_the_logged_balanced_share_and_weight_are_the_papers_form_on_binary_rewards(monkeypatch):
+    """A step logs balanced's right-answer share and long/short token weight with the rule it
+    trains on, aggregate_balanced (rewards are 0 or 1): the advantage-mass form, the plug-ins'
+    for graded rewards, is never called on the course's path."""
     import argparse
+
+    import grpo_ba_support.coefficients
+
+    def graded_form(*_):
+        raise AssertionError("the course's diagnostics called the graded form")
+    monkeypatch.setattr(grpo_ba_support.coefficients, "aggregate_balanced_by_advantage_mass", graded_form)
+    monkeypatch.setattr(grpo_ba, "aggregate_balanced_by_advantage_mass", graded_form)
     rewards = torch.tensor([1., 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0])   # k = 2, tied, 1, 3
     mask = make_mask([3, 0, 9, 2, 4, 4, 1, 6, 7, 1, 0, 5, 2, 8, 3, 11])
     args = argparse.Namespace(group_size=4, adv_scale="std", aggregator="balanced")

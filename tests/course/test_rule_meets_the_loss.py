@@ -3,7 +3,7 @@ J = rule(l, mask, A, G) (grpo_update: `rule(...)` on a micro-batch's whole group
 fraction of the batch's groups), for any rule a student writes, linear or not, also in micro-batches of whole groups;
 in micro-batches smaller than a group (the qwen3-1.7b preset: 4 rows, G = 8) each computes its
 part sum_it c_it * l_it with the coefficients of whole groups
-(grpo_ba_support/coefficients.py's loss_over_split_groups), exact for a linear rule, and a
+(grpo_ba_support/coefficients.py's coefficients_for_split_groups), exact for a linear rule, and a
 nonlinear rule is refused there (docs/method.md §7, choice 8)."""
 import ast
 import inspect
@@ -148,7 +148,19 @@ def test_in_grpo_update_the_loss_of_a_micro_batch_reads_the_rule_times_its_fract
     assert "share" not in source                    # "share" is only the right answers' (positive_share)
     calls = {node.func.attr for node in ast.walk(ast.parse(inspect.cleandoc("\n" + source)))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
-    assert "loss_over_split_groups" in calls                               # the split case, named
+    assert "coefficients_for_split_groups" in calls                        # the split case, named
+    assert "if split is None:" in source and "(split[rows] * token_loss).sum()" in source   # beside it
+    nested = [node.name for node in ast.walk(ast.parse(inspect.cleandoc("\n" + source)))
+              if isinstance(node, (ast.FunctionDef, ast.Lambda)) and getattr(node, "name", "") != "grpo_update"]
+    assert nested == []                             # no closure between the call site and the rule
+
+
+def test_micro_batches_end_at_the_batch_so_each_fraction_is_its_rows_share():
+    assert grpo_ba.micro_batches(12, 8) == [slice(0, 8), slice(8, 12)]     # not slice(8, 16): 8/12
+    assert grpo_ba.micro_batches(16, 8) == [slice(0, 8), slice(8, 16)]
+    assert grpo_ba.micro_batches(6, 0) == [slice(0, 6)]
+    fractions = [(rows.stop - rows.start) / 12 for rows in grpo_ba.micro_batches(12, 8)]
+    assert sum(fractions) == pytest.approx(1)
 
 
 def test_one_grpo_step_from_sampling_to_the_optimizer_runs_code_of_at_most_four_repository_files():
