@@ -385,3 +385,21 @@ def test_a_normalize_then_sum_dump_says_so_and_diagnose_reads_it_as_trl_logged(t
     assert report["pos_share_token"] is not None                      # a real case: a group with a signal
     for key in [f"pos_share_{rule}" for rule in AGGREGATORS]:
         assert report[key] == pytest.approx(logged[f"aggregation/{key}"], rel=1e-4, abs=1e-6), key
+
+
+def test_diagnose_does_not_place_a_trl_dump_with_partial_credit_rewards(tmp_path, capsys):
+    """Issue 76 (a fourth practitioner): a partial-credit reward, common in practice, is not 0 or 1, and
+    every registered design has binary rewards, so TRL's own dump of such a run is not placed."""
+    from grpo_ba_lab.analysis import diagnose
+
+    def partial_credit(completions, **kwargs):
+        return [float(len(c) % 3) / 2 for c in completions]                     # 0, 0.5 or 1
+    path = str(tmp_path / "rollouts.jsonl")
+    make_trainer(tmp_path, reward=dump_rollouts(partial_credit, path, num_generations=4)).train()
+    rewards = [json.loads(line)["reward"] for line in open(path)]
+    graded = sum(1 for r in rewards if r not in (0, 1))
+    assert graded > 0                                                          # a real case
+    assert diagnose.main([path]) == 0
+    decision = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["decision"]
+    assert (decision["graded_rewards"], decision["recommendation"]) == (graded, "graded rewards")
+    assert set(decision["designs"].values()) == {"not placed"}
