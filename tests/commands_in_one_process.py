@@ -37,6 +37,7 @@ for argv in spec["argvs"]:
                 runpy.run_module(target[3:], run_name="__main__", alter_sys=True)
             else:
                 sys.argv = [target, *argv]
+                sys.path[0] = os.path.dirname(os.path.abspath(target))    # as `python SCRIPT` sets it
                 runpy.run_path(target, run_name="__main__")
             code = 0
         except SystemExit as exit:

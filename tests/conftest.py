@@ -127,7 +127,8 @@ ONE_WORKER_FILES = {"test_run_safety.py", "test_trl_multiprocess.py", "test_run_
                     "test_rollout_engines.py", "test_real_model.py", "test_demo_seed_choice.py",
                     "test_run_figures.py", "test_explore_page.py", "test_bias_figures.py",
                     "test_token_mean_pooling.py", "test_cli_help.py", "test_dataset_refusals.py",
-                    "test_training.py", "test_trl_three_rules_example.py"}
+                    "test_training.py", "test_trl_three_rules_example.py",
+                    "test_plots.py"}
 # The longest tests and units start first, so that the last to finish under -n is a short one:
 # slowest first, as the idle durations of 20544c1 measured them, a ONE_WORKER_FILES file counted
 # whole (test_explore_page.py's 58 tests about 85 s); then the other slow tests; under -n the

@@ -87,12 +87,23 @@ def test_python_m_analysis_report_redraws_from_saved_metrics_without_training(tm
     assert (tmp_path / "training_variance.png").exists() and (tmp_path / "table.md").exists()
 
 
+GPU_CHECK_EXTRAS = [[], ["--shape", "qwen2.5-math-7b", "--random-responses"]]
+
+
+@pytest.fixture(scope="module")
+def gpu_check_results():
+    """scripts/gpu_check.py --tiny --steps 1 with each of GPU_CHECK_EXTRAS, both in one new
+    interpreter (tests/commands_in_one_process.py; each start imports torch and transformers)."""
+    from commands_in_one_process import run_each
+    return run_each(os.path.join(REPO, "scripts", "gpu_check.py"), [["--tiny", "--steps", "1", *extra]
+                                                                    for extra in GPU_CHECK_EXTRAS], cwd=None, timeout=600)
+
+
 @forced_kernels
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [[], ["--shape", "qwen2.5-math-7b", "--random-responses"]])
-def test_gpu_check_script_runs_its_code_path_on_cpu(extra):
-    result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_check.py"), "--tiny", "--steps", "1",
-                             *extra], capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("extra", GPU_CHECK_EXTRAS)
+def test_gpu_check_script_runs_its_code_path_on_cpu(extra, gpu_check_results):
+    result = gpu_check_results[GPU_CHECK_EXTRAS.index(extra)]
     assert result.returncode == 0, result.stderr
     assert "generated tokens/s" in result.stdout and "skipped 0" in result.stdout
     assert ("trainable LoRA parameters" in result.stdout) == bool(extra)
