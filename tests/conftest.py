@@ -122,13 +122,13 @@ SLOW_FILES = {"test_notebook.py", "test_trl_balanced.py", "test_trl_multiprocess
 ALL_SLOW_FILES = SLOW_FILES | {"test_page_numbers_mutations.py", "test_predict_then_run.py", "test_trl_example.py",
                                "test_trl_rules.py", "test_trl_three_rules_example.py", "test_verl_rules.py"}
 # Files whose tests share an expensive module- or session-scoped set-up (trained runs, a
-# browser, a built model): under -n they run whole on one worker, so it is made once.
+# browser, a built model, one interpreter running several command lines:
+# tests/commands_in_one_process.py): under -n they run whole on one worker, so it is made once.
 ONE_WORKER_FILES = {"test_run_safety.py", "test_trl_multiprocess.py", "test_run_outputs.py",
                     "test_rollout_engines.py", "test_real_model.py", "test_demo_seed_choice.py",
                     "test_run_figures.py", "test_explore_page.py", "test_bias_figures.py",
                     "test_token_mean_pooling.py", "test_cli_help.py", "test_dataset_refusals.py",
-                    "test_training.py", "test_trl_three_rules_example.py",
-                    "test_plots.py"}
+                    "test_training.py", "test_trl_three_rules_example.py", "test_plots.py"}
 # The longest tests and units start first, so that the last to finish under -n is a short one:
 # slowest first, as the idle durations of 20544c1 measured them, a ONE_WORKER_FILES file counted
 # whole (test_explore_page.py's 58 tests about 85 s); then the other slow tests; under -n the
