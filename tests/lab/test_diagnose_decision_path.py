@@ -298,9 +298,10 @@ def test_a_resumed_dump_is_not_placed_against_the_designs_step_0_ranges(tmp_path
     assert (decision["placed_on"], decision["step"]) == ("step 500's batch", 500)
     assert decision["recommendation"] == "not step 0"
     assert decision["recommendation_line"] == (
-        "recommendation: none: this batch is step 500's, the dump's first (a resumed run?), and the designs' "
-        "ranges are their runs' step 0's, so it is not placed against them; to place the run, diagnose a dump "
-        "that starts at its step 0")
+        "recommendation: none: this batch is step 500's, the dump's first, and the run's first training step is 0 "
+        "(TRL's, and that of lines without \"trainer\"; a verl dump's lines need \"trainer\": \"verl\", whose "
+        "first is 1) (a resumed run?); the designs' ranges are their runs' first step's, so it is not placed "
+        "against them; to place the run, diagnose a dump that starts at its first step")
     assert set(decision["designs"].values()) == {"not placed"} and decision["ratio"] is not None
     # the control: the same batch at step 0 is placed
     _, summary = report(tmp_path, capsys, [{**line, "step": 0} for line in lines], "fresh.jsonl")
