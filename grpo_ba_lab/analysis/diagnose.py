@@ -39,8 +39,10 @@ was chosen, and whose scope is those toy worlds. Below MIN_SIGNAL_GROUPS groups 
 with a right or a wrong answer in the loss, it makes none (the simulation:
 grpo_ba_lab/analysis/diagnose_min_groups.py), nor when more than MAX_LEFT_OUT of the bootstrap's
 resamples have no ratio (masked runs). Nor does it place a batch the designs do not speak to: one
-after step 0 (a resumed dump; the designs' ranges are step 0's), or one with a response that has an
-advantage at length 0 (masked; no design masks any). A recommendation that names token says it is
+after the run's first step (a resumed dump; the designs' ranges are step 0's; verl counts from 1, and
+its lines say "trainer": "verl"), one with a reward other than 0 or 1 (every design is binary-reward),
+or one with a response that has an advantage at length 0 (masked; no design masks any). A run inside a
+design by its ratio whose length std/mean is outside the design's units' is borderline for it. A recommendation that names token says it is
 the per-group rule (TRL's default 'dapo' pools the batch). The JSON line carries the decision. Lengths, ratio, spread and shares are over the responses in the loss (length > 0).
 
 Every number comes from grpo_ba's own functions, never from a formula typed twice:
@@ -811,17 +813,26 @@ def _interval(ratio) -> tuple | None:
     return (float(ratio), float(ratio)) if isinstance(ratio, (int, float)) else (float(ratio[0]), float(ratio[1]))
 
 
-def place(design: Design, ratio) -> str:
+def _spread_outside(design: Design, spread) -> bool:
+    return spread is not None and bool(design.spreads) and not min(design.spreads) <= spread <= max(design.spreads)
+
+
+def place(design: Design, ratio, spread: float | None = None) -> str:
     """Where the run's step-0 wrong/right interval (or a ratio) sits against the range of the design's
     units' step-0 ratios: "inside" it, "borderline" (it crosses an edge of the range) or "outside".
-    The share and spread are printed beside it, not used to place the run."""
+    A run inside by its ratio whose step-0 length std/mean (`spread`) lies outside the design's units'
+    step-0 spreads is "borderline" too: the design ran the ratio, not that spread (which the paper ties
+    to sequence aggregation's trouble). Token's share is printed, not used: the designs' shares are
+    means over a run's steps, not step 0's, so the run's step-0 share is not the same quantity."""
     interval = _interval(ratio)
     if interval is None or not design.ratios:
         return "outside"
     low, high = min(design.ratios), max(design.ratios)
     if interval[1] < low or interval[0] > high:
         return "outside"
-    return "inside" if low <= interval[0] and interval[1] <= high else "borderline"
+    if low <= interval[0] and interval[1] <= high:
+        return "borderline" if _spread_outside(design, spread) else "inside"
+    return "borderline"
 
 
 def covers(design: Design, ratio) -> bool:
@@ -830,10 +841,14 @@ def covers(design: Design, ratio) -> bool:
     return place(design, ratio) != "outside"
 
 
-def _edge_crossed(design: Design, interval) -> str:
+def _edge_crossed(design: Design, interval, spread: float | None = None) -> str:
     low, high = min(design.ratios), max(design.ratios)
     edges = ([f"bottom {low:.2f}"] if interval[0] < low else []) + ([f"top {high:.2f}"] if interval[1] > high else [])
-    return f"{design.name} (its range {low:.2f}-{high:.2f}, at its {' and '.join(edges)})"
+    reasons = [f"its range {low:.2f}-{high:.2f}, at its {' and '.join(edges)}"] if edges else []
+    if _spread_outside(design, spread):
+        reasons.append(f"your length std/mean {spread:.2f} outside its units' {min(design.spreads):.2f}-"
+                       f"{max(design.spreads):.2f}")
+    return f"{design.name} ({'; '.join(reasons)})"
 
 
 BALANCED_TOKEN = "balanced - token on last held-out accuracy"
@@ -866,7 +881,7 @@ def _world_said(world: str, members: list) -> str:
 
 def recommendation(designs: list[Design], ratio, signal_groups: int | None = None, left_out: float | None = None,
                    sides: tuple | None = None, step: int | None = None, masked: int = 0,
-                   first_step: int = 0, graded: int = 0) -> tuple[str, str]:
+                   first_step: int = 0, graded: int = 0, spread: float | None = None) -> tuple[str, str]:
     """(kind, one line). The line's scope is never wider than the worlds whose designs cover the run's
     interval, it counts each world once, says how each was chosen, and names the designs the interval
     is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio. No
@@ -930,9 +945,9 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
             f"recommendation: no registered design covers this range (your wrong/right {_fmt_interval(interval)}; "
             f"the designs span {low:.2f}-{high:.2f}): the toy's evidence says nothing about this run; compare the "
             "rules on your own task")
-    borderline = [d for d in designs if place(d, interval) == "borderline"]
-    edge = ("; borderline: your interval " + _fmt_interval(interval) + " crosses the range of "
-            + ", ".join(_edge_crossed(d, interval) for d in borderline) + ", and each counts as covering"
+    borderline = [d for d in designs if place(d, interval, spread) == "borderline"]
+    edge = ("; borderline: your interval " + _fmt_interval(interval) + " against "
+            + ", ".join(_edge_crossed(d, interval, spread) for d in borderline) + ", and each counts as covering"
             if borderline else "")
     votes = world_votes(designs, interval)
     chosen = {world.name: world.chosen for world in WORLDS}
@@ -1143,11 +1158,11 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     masked = int(((batch.advantages != 0) & (batch.lengths == 0)).sum())   # with an advantage, out of the loss
     kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
                                (found["groups_with_right"], found["groups_with_wrong"]), batch.step, masked,
-                               batch.first_step, batch.graded)
+                               batch.first_step, batch.graded, spread)
     # An interval too uncertain to recommend from is too uncertain to place the run: no design is said to
     # cover it, in the table, the findings or the JSON, so nothing reads as a placement the last line denies.
     placed = kind not in NOT_PLACED
-    where = {d.name: place(d, interval) if placed else "not placed" for d in designs}
+    where = {d.name: place(d, interval, spread) if placed else "not placed" for d in designs}
     lines.append(f"  {'design':<{width}s} {'units':>5s}  {'step-0 wrong/right':>18s}  {'token share (run mean)':>22s}  "
                  f"{'std/mean':>9s}  {'balanced - token, last acc':<26s}  your interval against its units' range")
     for d in designs:
@@ -1157,7 +1172,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     lines.append("  (a unit: one seed on one machine variant, its rules from one warm-up; the verdict column: not "
                  "detected (>= d) means a difference of d or more would have been seen at 80% power)")
     lines.append("  (a design's verdict is its average over units whose step-0 ratios span its range, not a "
-                 "result at your ratio; your share and spread are printed, not used to place the run)")
+                 "result at your ratio; a spread outside a design's units' puts your run at its edge; your share is "
+                 "printed, not used: the designs' are run means)")
     lines.append("  (worlds: " + "; ".join(f"{w.name}: " + ", ".join(d.name for d in designs if d.world == w.name)
                                           for w in WORLDS) + "; the designs of one world count once)")
     covering = [d for d in designs if covers(d, interval)] if placed else []

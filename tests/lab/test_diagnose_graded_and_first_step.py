@@ -119,3 +119,44 @@ def test_an_unknown_trainer_or_two_trainers_in_one_run_is_one_line_and_exit_2(tm
     assert diagnose.main([write_lines(tmp_path / "mixed.jsonl", mixed)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "one run has one trainer" in err and "line 8" in err
+
+
+# ---- C. a spread outside a design's, inside its ratio range
+
+
+def test_a_run_inside_by_its_ratio_with_a_spread_outside_is_borderline_and_says_why(tmp_path, capsys):
+    """One right answer and three wrong ones 2.76 times as long per group: inside every gap-30 design's
+    ratio range, with a length std/mean near 0.33, below each one's step-0 spreads. It read plain "inside"."""
+    designs = {d.name: d for d in diagnose.registered_designs(diagnose.REPO)}
+    _, summary = report(tmp_path, capsys, gap_rollouts(rewards=(1, 0, 0, 0)))
+    decision, spread = summary["decision"], summary["std_over_mean"]
+    low, high = decision["ratio_interval"]
+    ratio_inside = [n for n, d in designs.items() if d.ratios and min(d.ratios) <= low and high <= max(d.ratios)]
+    assert {"strong-band-v3", "endless-band-v3"} <= set(ratio_inside)                     # a real case
+    for name in ratio_inside:
+        off = not min(designs[name].spreads) <= spread <= max(designs[name].spreads)
+        assert decision["designs"][name] == ("borderline" if off else "inside"), name
+    assert decision["designs"]["strong-band-v3"] == "borderline"
+    line = decision["recommendation_line"]
+    strong = designs["strong-band-v3"].spreads
+    assert (f"strong-band-v3 (your length std/mean {spread:.2f} outside its units' {min(strong):.2f}-"
+            f"{max(strong):.2f})") in line and "each counts as covering" in line
+    # the control: two right and two wrong answers 4.5 times as long, a spread inside every gap-30 design's
+    _, summary = report(tmp_path, capsys, gap_rollouts(ratio=4.5), "wide.jsonl")
+    spread = summary["std_over_mean"]
+    for name, d in designs.items():
+        if summary["decision"]["designs"][name] != "outside":
+            assert min(d.spreads) <= spread <= max(d.spreads), name
+            assert summary["decision"]["designs"][name] == "inside", name
+    assert "std/mean" not in summary["decision"]["recommendation_line"]
+
+
+def test_the_share_does_not_place_the_run():
+    """The designs' shares are run means over steps, not step 0's: a share outside them changes nothing."""
+    design = diagnose.Design._make([None] * len(diagnose.Design._fields))._replace(
+        name="d", ratios=[1.0, 3.0], shares=[0.2, 0.3], spreads=[0.4, 0.8])
+    assert diagnose.place(design, (1.5, 2.5), 0.6) == "inside"
+    assert diagnose.place(design, (1.5, 2.5), 0.3) == "borderline"
+    assert diagnose.place(design, (1.5, 2.5)) == "inside"
+    assert diagnose.place(design, (0.5, 2.5), 0.6) == "borderline"
+    assert diagnose.place(design, (3.5, 4.0), 0.3) == "outside"
