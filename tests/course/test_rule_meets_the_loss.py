@@ -194,3 +194,18 @@ def test_one_grpo_step_from_sampling_to_the_optimizer_runs_code_of_at_most_four_
     assert "grpo_ba.py" in files and "grpo_ba_support/coefficients.py" in files        # the trace is real
     assert files <= {"grpo_ba.py", "grpo_ba_support/task.py", "toy_tasks/arithmetic.py",
                      "grpo_ba_support/coefficients.py"}, sorted(files)
+
+
+@pytest.mark.parametrize("rule, micro_batch_size", [("sequence", 0), ("balanced", 2), (twice_sequence, G)])
+def test_with_a_kl_term_the_logged_pg_loss_is_j_of_the_clipped_terms_alone(rule, micro_batch_size):
+    """beta > 0: the update steps on l + beta * KL, and pg_loss logs J without the KL, in split
+    micro-batches (the coefficient form) as in whole ones (the rule called)."""
+    J, _ = gradient_of_J_as_called(rule if callable(rule) else grpo_ba.AGGREGATORS[rule])
+    policy, batch = batch_and_policy()
+    reference = toy_model.tiny_qwen3(toy_model.char_tokenizer(), seed=11).eval()   # KL > 0 at every token
+    args = grpo_ba.parse_args(["--group-size", str(G), "--prompts-per-step", str(P), "--inner-updates", "1",
+                               "--micro-batch-size", str(micro_batch_size), "--beta", "0.5"])
+    args = dataclasses.replace(args, aggregator=rule)
+    stats = grpo_ba.grpo_update(policy, reference, torch.optim.SGD(policy.parameters(), lr=0.0), batch, REWARDS,
+                                args)
+    assert stats["pg_loss"] == pytest.approx(J.item(), abs=1e-6)
