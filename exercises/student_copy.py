@@ -22,7 +22,9 @@ reference in a copied page is then made true in the copy:
 - a file, folder or module the copy lacks, named in a page (a path such as
   `scripts/time_lab_plan.py`, a command such as `python -m grpo_ba_lab.train`), is marked
   "(in the course repository)" after its code span (", in the course repository" when a parenthesis
-  closes there), or, on a command line, with a trailing `# in the course repository` comment; once: not where its clause already says so, and never
+  closes there, "(in the course repository; ..." when one opens there, and "the course repository's"
+  before it when a possessive follows), or, on a command line, with a trailing `# in the course
+  repository` comment; once: not where its clause already says so, and never
   what the student writes or a run writes (STUDENTS), though the instructor's checkout may hold it;
 - README.md's way to run the repository's whole test suite (the first paragraph of its "Run the
   tests" and the command after it) becomes what the copy can run: the checker, or pytest on the
@@ -125,6 +127,8 @@ def unlink_missing(text: str, page: str, out: str) -> str:
             return m.group(0)
         where = os.path.normpath(os.path.join(os.path.dirname(page), _local(target)))
         if not label.strip("` ") or label.strip("` ").endswith(os.path.basename(where)):
+            if m.string[m.end():m.end() + 2] == "'s":                 # a possessive: name the place first
+                return f"{_owner(m.string, m.start())}{where}"
             closing = m.string[m.end():m.end() + 1] == ")"            # the last thing inside a parenthesis
             return f"{where}, in the course repository" if closing else f"{where} (in the course repository)"
         return f"{label} ({where} in the course repository)"
@@ -197,7 +201,7 @@ def mark_missing(text: str, page: str, out: str) -> str:
     being in the course repository (see the module's docstring)."""
     spans = [(m.start(), m.end()) for m in CODE_SPAN.finditer(text)]      # a span may wrap a line
     comments = [(m.start(), m.end()) for m in HTML_COMMENT.finditer(text)]
-    points, ends, offset, fenced = set(), set(), 0, False
+    points, ends, owners, offset, fenced = set(), set(), set(), 0, False
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\n")
         if body.lstrip().startswith("```"):
@@ -212,15 +216,27 @@ def mark_missing(text: str, page: str, out: str) -> str:
             for start, end in misses:
                 after = next((e for s, e in spans if s <= start < e), end)
                 after += len(re.match(r"\w*", text[after:]).group(0))     # `.ci/run`s: after the s
-                if ELSEWHERE not in text[after:after + len(ELSEWHERE) + 6]:
+                if text[after:after + 2] == "'s":                         # a possessive: name the place first
+                    begin = next((s for s, e in spans if s <= start < e), start)
+                    if "course repository's" not in text[max(0, begin - 30):begin]:
+                        owners.add(begin)
+                elif ELSEWHERE not in text[after:after + len(ELSEWHERE) + 6]:
                     points.add(after)
         offset += len(line)
     # the last thing inside a parenthesis: `(see a.md, in the course repository)`, not `(see a.md (in ...))`
     inserts = [(p, f", {ELSEWHERE}" if text[p:p + 1] == ")" else f" ({ELSEWHERE})") for p in points]
     inserts += [(p, f" ({ELSEWHERE})" if commented else f"   # {ELSEWHERE}") for p, commented in ends]
+    inserts += [(p, _owner(text, p)) for p in owners]
     for point, words in sorted(inserts, reverse=True):
         text = text[:point] + words + text[point:]
-    return text
+    # a parenthesis right after the mark joins it: `X (in the course repository; same flags)`, not `X (...) (same flags)`
+    return re.sub(r"\(" + ELSEWHERE + r"\) \(", f"({ELSEWHERE}; ", text)
+
+
+def _owner(text: str, at: int) -> str:
+    """What goes before a name at `at` that `text` follows with a possessive: "the course
+    repository's ", or "course repository's " where "the " comes just before the name."""
+    return "course repository's " if text[max(0, at - 4):at].lower() == "the " else "the course repository's "
 
 
 def copy_readme_tests(text: str) -> str:

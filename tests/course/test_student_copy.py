@@ -361,3 +361,23 @@ def test_no_name_is_marked_twice_nor_inside_a_clause_that_already_says_where_it_
     twice = [(where, line) for where, text in pages_of(copy, copy_beside_students_work).items()
              for line in text.splitlines() if re.search(f"{ELSEWHERE}[^)\n]*{ELSEWHERE}", line)]
     assert twice == []
+
+
+def test_no_mark_is_followed_by_a_possessive_or_by_another_parenthesis(copy, copy_beside_students_work):
+    """Issue 75: teaching.md's copy read "`... rollouts.jsonl` (in the course repository)
+    (docs/diagnose.md (in the course repository)'s example ...)"; a page's copy reads as prose."""
+    clumsy = [(where, line) for where, text in pages_of(copy, copy_beside_students_work).items()
+              for line in text.splitlines() if re.search(f"{ELSEWHERE}\\)(?:'s\\b| \\()", line)]
+    assert clumsy == []
+
+
+def test_a_mark_joins_the_parenthesis_after_it_and_goes_before_a_possessive(tmp_path):
+    (tmp_path / "docs").mkdir()
+    text = ("train with `python -m grpo_ba_lab.train` (same flags): it writes `model/`.\n"
+            "the last lines of `.ci/run`'s output, and the `.ci/run`'s log; [diagnose.md](diagnose.md)'s example.\n")
+    marked = student_copy.mark_missing(student_copy.unlink_missing(text, "docs/page.md", str(tmp_path)),
+                                       "docs/page.md", str(tmp_path))
+    assert marked == (
+        "train with `python -m grpo_ba_lab.train` (in the course repository; same flags): it writes `model/`.\n"
+        "the last lines of the course repository's `.ci/run`'s output, and the course repository's `.ci/run`'s log; "
+        "the course repository's docs/diagnose.md's example.\n")
