@@ -139,6 +139,7 @@ class Line(NamedTuple):
     run: str | None
     convention: tuple            # (adv_scale or None, std, eps): how the trainer computed advantages
     trainer: str | None = None   # "trl" or "verl" where the line says which trainer wrote it (its first step)
+    trained: tuple = (None, None)   # (aggregation_rule, loss_type) where the line says (TRL's dump_rollouts)
 
 
 # The step number of each trainer's first training batch: TRL's global_step is 0 while its first batch
@@ -223,10 +224,59 @@ def _read_lines(path: str) -> list[Line]:
             rows.append(Line(number, json.dumps(row["group"], sort_keys=True),
                              _number(row["reward"], "reward", where),
                              _number(row["length"], "length", where, integer=True), step,
-                             _run_id(row.get("run"), where), _convention(row, where), _trainer(row, where)))
+                             _run_id(row.get("run"), where), _convention(row, where), _trainer(row, where),
+                             _trained(row, where)))
     if not rows:
         raise RolloutsError(f"{path}: no responses")
     return rows
+
+
+def _trained(row, where):
+    """(aggregation_rule, loss_type) as the line records them (None where it does not): text or nothing."""
+    out = []
+    for key in ("aggregation_rule", "loss_type"):
+        value = row.get(key)
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            raise RolloutsError(f"{where}: {key!r} must be a non-empty string (the rule the run trains with), "
+                                f"got {json.dumps(value)}")
+        out.append(value)
+    return tuple(out)
+
+
+# The rule a run trains with, by the family the designs' rows compare: "token" (each token weighs the same
+# within what it is pooled over; the designs ran grpo_ba's per-group token mean), "sequence" (a mean over
+# each response's tokens first; grpo_ba's sequence), "balanced", or "other" (no design ran anything like
+# it). TRL 1.16's loss types, as docs/trainer-names.md's table gives their normalisers.
+TRL_LOSS_FAMILY = {"dapo": "token", "bnpo": "token", "dr_grpo": "token", "cispo": "token", "vespo": "token",
+                   "grpo": "sequence", "sapo": "sequence", "luspo": "other"}
+
+
+class Trained(NamedTuple):
+    """The rule the run trained with, as its dump records it."""
+    family: str                  # "token", "sequence", "balanced", "other"; "token" where the dump does not say
+    said: str                    # how the recommendation names it
+    recorded: bool               # did the dump record it?
+
+
+def trained_rule(path: str, rows: list[Line]) -> Trained:
+    """The run's rule from its lines' aggregation_rule (AggregationGRPOConfig's, which trains through TRL's
+    dapo) or else loss_type (TRL's); lines that record none are read as token aggregation, and say so.
+    A run whose lines record two rules is refused."""
+    found = list(dict.fromkeys(line.trained for line in rows))
+    if len(found) > 1:
+        number = next(line.number for line in rows if line.trained != found[0])
+        raise RolloutsError(f"{path} line {number}: its aggregation_rule/loss_type {found[1]} differ from line "
+                            f"{rows[0].number}'s {found[0]}; one run trains with one rule")
+    rule, loss_type = found[0]
+    if rule is not None:
+        family = rule if rule in ("token", "sequence", "balanced") else "other"
+        return Trained(family, f"AggregationGRPOConfig(aggregation_rule={rule!r})", True)
+    if loss_type is not None:
+        family = TRL_LOSS_FAMILY.get(loss_type, "other")
+        return Trained(family, f"TRL's loss_type={loss_type!r}"
+                       + {"token": ", a token rule", "sequence": ", a sequence rule (a mean over each response's "
+                          "tokens, then over responses)"}.get(family, ""), True)
+    return Trained("token", "not recorded in the dump: read as token aggregation", False)
 
 
 def _trainer(row, where):
@@ -639,6 +689,7 @@ class Design(NamedTuple):
     findings: list               # its primary rows
     manipulation: str            # the report's manipulation check line, or ""
     world: str = ""              # the World it ran in (registered_designs fills it)
+    versus_sequence: tuple = ()  # (label, Finding) of its balanced - sequence, last held-out acc rows, any label
 
 
 def _cells(line: str) -> list[str]:
@@ -686,6 +737,22 @@ def _findings(rows, row_name, at=None) -> list[Finding]:
     return out
 
 
+def _versus_sequence(rows, row_name, at=None) -> tuple:
+    """((label, Finding), ...): the report's balanced - sequence rows on last held-out accuracy, primary or not
+    (the label says which), for a run that trains with a sequence rule."""
+    out = []
+    for cells in rows:
+        name = f"{cells[0]}, {cells[1]}" if row_name == 2 else cells[0]
+        if not (name.startswith("balanced - sequence") and "last held-out acc" in name):
+            continue
+        if at is not None and f" at {at}" not in name:
+            continue
+        label, pooled = (cells[2], cells[4]) if row_name == 2 else (cells[1], cells[3])
+        verdict, word = _verdict(cells[-1])
+        out.append((label.split(";")[0], Finding(name, float(pooled.split()[0]), pooled, verdict, word)))
+    return tuple(out)
+
+
 def band_design(name: str, report: str, repo: str = REPO) -> Design:
     """A band design from its consequences.md: the step-0 table (wrong/right, std/mean per run),
     token's per-run share from the per-rule table, and the primary rows."""
@@ -701,7 +768,8 @@ def band_design(name: str, report: str, repo: str = REPO) -> Design:
     shares = [float(value) for value in token[column].split(";")[1].split()]
     _, rows = _table(lines, "| pair | metric | label |")
     manipulation = next((line for line in lines if line.startswith("Manipulation check")), "")
-    return Design(name, report, ratios, shares, spreads, _findings(rows, 2), manipulation)
+    return Design(name, report, ratios, shares, spreads, _findings(rows, 2), manipulation,
+                  versus_sequence=_versus_sequence(rows, 2))
 
 
 @functools.lru_cache(maxsize=32)
@@ -771,7 +839,8 @@ def regime_designs(regime: Regime, repo: str = REPO) -> list[Design]:
         out.append(Design(f"{regime.name} {level} ({design})",
                           f"{regime.report}, {regime.archives} (seeds {first}-{last})",
                           [v[0] for v in values], [v[1] for v in values], [v[2] for v in values],
-                          _findings(rows, 1, level), f"manipulation check: {by_level[level][-1]}"))
+                          _findings(rows, 1, level), f"manipulation check: {by_level[level][-1]}",
+                          versus_sequence=_versus_sequence(rows, 1, level)))
     return out
 
 
@@ -841,6 +910,27 @@ def covers(design: Design, ratio) -> bool:
     return place(design, ratio) != "outside"
 
 
+def coverage(designs: list[Design], interval, spread: float | None = None) -> str:
+    """The run's coverage by the designs a recommendation rests on: "inside" where one of them (those
+    with a primary balanced - token last-acc row that cover the run, else every covering design) holds
+    the whole interval and the run's spread, "borderline" where each of them only meets it at an edge,
+    "outside" where none covers it. A borderline run's recommendation says so first: the designs ran
+    units up to that edge, not the run's side of it."""
+    interval = _interval(interval)
+    if interval is None:
+        return "outside"
+    voting = [d for d in designs if _last_acc_row(d) is not None and covers(d, interval)]
+    resting = voting or [d for d in designs if covers(d, interval)]
+    if not resting:
+        return "outside"
+    return "inside" if any(place(d, interval, spread) == "inside" for d in resting) else "borderline"
+
+
+BORDERLINE_SAID = ("recommendation: borderline (no design it rests on covers your interval fully: it crosses "
+                   "their range's edge or your spread lies outside their units', so this is weaker than the same "
+                   "words for a run inside a range): ")
+
+
 def _edge_crossed(design: Design, interval, spread: float | None = None) -> str:
     low, high = min(design.ratios), max(design.ratios)
     edges = ([f"bottom {low:.2f}"] if interval[0] < low else []) + ([f"top {high:.2f}"] if interval[1] > high else [])
@@ -881,7 +971,8 @@ def _world_said(world: str, members: list) -> str:
 
 def recommendation(designs: list[Design], ratio, signal_groups: int | None = None, left_out: float | None = None,
                    sides: tuple | None = None, step: int | None = None, masked: int = 0,
-                   first_step: int = 0, graded: int = 0, spread: float | None = None) -> tuple[str, str]:
+                   first_step: int = 0, graded: int = 0, spread: float | None = None,
+                   step_zero_validation: bool = False, trained: Trained | None = None) -> tuple[str, str]:
     """(kind, one line). The line's scope is never wider than the worlds whose designs cover the run's
     interval, it counts each world once, says how each was chosen, and names the designs the interval
     is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio. No
@@ -892,11 +983,30 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
     `first_step`, the trainer's first: 0, verl's 1; the designs' ranges are their runs' step 0's), one with
     `graded` responses, whose reward is neither 0 nor 1 (every design, and the simulation behind the
     minimum, has binary rewards), or one with `masked` responses that carry an advantage at length 0
-    (no design masks any, and masking moves the shares the designs' ranges were measured without)."""
+    (no design masks any, and masking moves the shares the designs' ranges were measured without).
+    A run every design it rests on covers only at an edge (`coverage` "borderline") gets the same words
+    after "recommendation: borderline (...)", and its kind is "borderline: " + the kind: a weaker one.
+    `step_zero_validation`: a verl dump whose step-0 lines are its validation, not a training batch."""
     interval = _interval(ratio)
+    kind, line = _recommendation(designs, interval, signal_groups, left_out, sides, step, masked, first_step,
+                                 graded, spread, step_zero_validation, trained)
+    if kind in (*NOT_PLACED, "none", "no design covers") or coverage(designs, interval, spread) != "borderline":
+        return kind, line
+    return f"borderline: {kind}", BORDERLINE_SAID + line[len("recommendation: "):]
+
+
+def _recommendation(designs, interval, signal_groups, left_out, sides, step, masked, first_step, graded, spread,
+                    step_zero_validation=False, trained=None) -> tuple[str, str]:
+    token_rule = TOKEN_RULE + (f"; your run: {trained.said}" if trained is not None else "")
     if interval is None:
         return "none", ("recommendation: none: the placement batch has no response in the loss with a positive "
                         "advantage, or none with a negative one, so it has no step-0 wrong/right ratio to place")
+    if step is not None and step != first_step and step_zero_validation:
+        return "not step 0", (
+            f"recommendation: none: this verl dump starts with step 0's lines, and verl's step 0 is its validation "
+            f"before training (its first training step is {first_step}), not a training batch; drop the step-0 "
+            "lines (e.g. jq -c 'select(.step != 0)' or grep -v '\"step\": 0,') and rerun diagnose: it then places "
+            f"the run by step {first_step}'s batch, the one the designs' ranges speak to")
     if step is not None and step != first_step:
         trainers = ("TRL's, and that of lines without \"trainer\"; a verl dump's lines need \"trainer\": \"verl\", "
                     "whose first is 1" if first_step == 0 else "verl's")
@@ -911,7 +1021,10 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
             f"recommendation: none: {count_of(graded, 'response')} with a reward other than 0 or 1, and every "
             "registered design (and the simulation behind the minimum) has binary rewards: graded rewards move "
             "token's share at a given ratio, so the run is not placed against the designs' ranges; these "
-            "numbers describe this batch")
+            "numbers describe this batch. Two-valued rewards other than 0 and 1 (+-1, 0/2) are refused too: if "
+            "yours are pass/fail, rescale them to 0/1, r' = (r - low) / (high - low), and rerun (std-scaled "
+            "advantages do not change; unscaled ones shrink by one constant, which the shares and the ratio do "
+            "not see)")
     if signal_groups is not None and signal_groups < MIN_SIGNAL_GROUPS:
         return "too few groups", (
             f"recommendation: none: {signal_groups} group{'s' if signal_groups != 1 else ''} with a signal, "
@@ -951,6 +1064,8 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
             if borderline else "")
     votes = world_votes(designs, interval)
     chosen = {world.name: world.chosen for world in WORLDS}
+    if trained is not None and trained.family != "token":
+        return _not_token(designs, interval, trained, votes, edge, chosen)
     if not votes:
         return "none from the toy", (
             "recommendation: none from the toy: the designs covering your ratio ("
@@ -969,20 +1084,52 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
         return "; ".join(_world_said(w, m) for w, m in group)
     if against:
         return "do not switch", (
-            f"recommendation: do not switch to balanced on the toy's word ({TOKEN_RULE}): {BALANCED_TOKEN} holds "
+            f"recommendation: do not switch to balanced on the toy's word ({token_rule}): {BALANCED_TOKEN} holds "
             f"against balanced in {said(against)}{edge}; {scope}")
     if favour and not silent:
         return "try balanced", (
-            f"recommendation: try balanced in place of token aggregation ({TOKEN_RULE}): {BALANCED_TOKEN} holds in every world "
+            f"recommendation: try balanced in place of token aggregation ({token_rule}): {BALANCED_TOKEN} holds in every world "
             f"covering your ratio that has this row, {worlds}: {said(favour)}{edge}; {scope}")
     if favour:
         return "test balanced", (
-            f"recommendation: test balanced against token on your own task ({TOKEN_RULE}): {BALANCED_TOKEN}, {worlds} covering "
+            f"recommendation: test balanced against token on your own task ({token_rule}): {BALANCED_TOKEN}, {worlds} covering "
             f"your ratio: {said(votes)} (separate worlds in separately registered designs, never compared with "
             f"each other){edge}; {scope}")
     return "compare the rules", (
-        f"recommendation: compare the rules on your own task ({TOKEN_RULE}): at your ratio the toy's worlds did not detect "
+        f"recommendation: compare the rules on your own task ({token_rule}): at your ratio the toy's worlds did not detect "
         f"{BALANCED_TOKEN} ({said(silent)}), which is not evidence that the rules are equal{edge}; {scope}")
+
+
+def _not_token(designs, interval, trained: Trained, votes, edge: str, chosen: dict) -> tuple[str, str]:
+    """The recommendation for a run that does not train with a token rule: the designs' balanced - token rows
+    do not speak to a switch from its rule, so it says what the covering designs found for balanced against
+    that rule (each number with its report), or that none ran it."""
+    covering = [d for d in designs if covers(d, interval)]
+    def scope(worlds):
+        return (f"{SCOPE}; how each world was chosen: "
+                + "; ".join(f"{w}: {chosen.get(w, 'not recorded')}" for w in dict.fromkeys(worlds)))
+    if trained.family == "balanced":
+        found = "; ".join(_world_said(w, m) for w, m in votes) or "no primary row"
+        return "trains with balanced", (
+            f"recommendation: your run already trains with balanced ({trained.said}); {BALANCED_TOKEN} in the "
+            f"designs covering your ratio: {found}{edge}; {scope(w for w, _ in votes)}")
+    if trained.family == "sequence":
+        rows = [(d, label, f) for d in covering for label, f in d.versus_sequence]
+        if not rows:
+            return "trains with sequence", (
+                f"recommendation: none from the toy: your run trains with {trained.said}, not token aggregation, and "
+                "no design covering your ratio has a balanced - sequence row on last held-out accuracy ("
+                + ", ".join(d.name for d in covering) + f"); compare balanced against your rule on your own task{edge}")
+        said = "; ".join(f"{d.world}: {d.name} ({d.source}): {f.row}, {label}: {f.verdict}; pooled {f.interval}"
+                         for d, label, f in rows)
+        return "trains with sequence", (
+            f"recommendation: your run trains with {trained.said}, not token aggregation, so the designs' "
+            f"balanced - token rows do not speak to it; balanced - sequence on last held-out accuracy in the designs "
+            f"covering your ratio, each from its report: {said} (a secondary row is not a registered test of "
+            f"balanced against sequence){edge}; {scope(d.world for d, _, _ in rows)}")
+    return "rule not in the designs", (
+        f"recommendation: none from the toy: your run trains with {trained.said}, which no registered design ran "
+        "(they ran grpo_ba's token, sequence and balanced rules); compare balanced against it on your own task")
 
 
 def _fmt_interval(interval, spec=".2f") -> str:
@@ -1031,6 +1178,8 @@ class Placement(NamedTuple):
     step: int | None = None      # the batch's step (the file's first); None: the lines carry no step
     first_step: int = 0          # the trainer's first training step (FIRST_STEP): verl's is 1
     graded: int = 0              # responses whose reward is neither 0 nor 1 (the designs' are all binary)
+    step_zero_validation: bool = False   # a verl dump with step-0 lines (verl's validation) and its step 1
+    trained: Trained | None = None       # the rule the run trains with (its dump's loss_type / aggregation_rule)
 
 
 def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
@@ -1044,8 +1193,11 @@ def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
         rewards, lengths, group_size = read_rollouts(path, rows)
         where = "the whole file as one batch"
     graded = int(((rewards != 0) & (rewards != 1)).sum())
+    first_step = first_step_of(path, rows)
+    # verl's step 0 is its validation before training: lines of step 0 in a verl dump are never its first batch
+    validation = bool(steps) and first_step == 1 and first == 0
     return Placement(where, trainer_advantages(rewards, group_size, scale, std, eps), lengths, group_size,
-                     first if steps else None, first_step_of(path, rows), graded)
+                     first if steps else None, first_step, graded, validation, trained_rule(path, rows))
 
 
 # Columns of group_sums: per group, over its responses in the loss.
@@ -1158,7 +1310,7 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     masked = int(((batch.advantages != 0) & (batch.lengths == 0)).sum())   # with an advantage, out of the loss
     kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
                                (found["groups_with_right"], found["groups_with_wrong"]), batch.step, masked,
-                               batch.first_step, batch.graded, spread)
+                               batch.first_step, batch.graded, spread, batch.step_zero_validation, batch.trained)
     # An interval too uncertain to recommend from is too uncertain to place the run: no design is said to
     # cover it, in the table, the findings or the JSON, so nothing reads as a placement the last line denies.
     placed = kind not in NOT_PLACED
@@ -1205,7 +1357,12 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                "ratio_interval": rounded(found["ratio_interval"]),
                "share": rounded([found["share"]])[0] if found["share"] is not None else None,
                "share_interval": rounded(found["share_interval"]),
+               "trained_with": None if batch.trained is None else {
+                   "family": batch.trained.family, "said": batch.trained.said, "recorded": batch.trained.recorded},
+               "length_std_over_mean": None if spread is None else float(f"{spread:.6g}"),   # the decision batch's
                "designs": where,
+               "coverage": {"overall": coverage(designs, interval, spread) if placed else "not placed",
+                            "designs": {name: w for name, w in where.items() if w in ("inside", "borderline")}},
                "worlds": sorted({d.world for d in covering}, key=[w.name for w in WORLDS].index),
                "recommendation": kind, "recommendation_line": rec}
     return "\n".join(lines), numbers

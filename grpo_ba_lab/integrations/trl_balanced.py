@@ -438,7 +438,7 @@ def trainer_group_size(trainer):
 
 def dump_rollouts(reward_func, path, num_generations=None):
     """Wrap a TRL reward function: same rewards, and one {"group", "reward", "length", "step",
-    "run", "adv_scale", "std", "eps"} JSON line per completion appended to `path` (`path`.rank<r>
+    "run", "adv_scale", "std", "eps", "loss_type"[, "aggregation_rule"]} JSON line per completion appended to `path` (`path`.rank<r>
     with several processes), the input of `python -m grpo_ba_lab.analysis.diagnose`.
 
     Use it in a trainer with BiasMetricsMixin (AggregationGRPOTrainer, BalancedGRPOTrainer,
@@ -455,6 +455,8 @@ def dump_rollouts(reward_func, path, num_generations=None):
     TrainerState, and a new state starts a new run with its batches counted from 0, so runs
     appended to one file stay apart. adv_scale, std, eps: TRL's advantages (trl_adv_scale: its
     scale_rewards or normalize_then_sum, its unbiased std, its 1e-4), which diagnose then computes.
+    loss_type: TRL's (GRPOConfig.loss_type); aggregation_rule: AggregationGRPOConfig's, where the
+    trainer has one: the rule the run trains with, which diagnose's recommendation names.
 
     num_generations: G, the group size of the ids; left out, it is the trainer's num_generations.
     Given and unlike the trainer's, the trainer refuses it at start, in one line: its group ids
@@ -478,11 +480,16 @@ def dump_rollouts(reward_func, path, num_generations=None):
             run.update(state=trainer_state, id=new_run_id(state.num_processes), batch=0)
         step = run["batch"] if trainer_state is None else trainer_state.global_step
         first_row = state.process_index * len(prompts)
-        scale = trl_adv_scale(getattr(dumping.trainer, "args", None))
+        args = getattr(dumping.trainer, "args", None)
+        scale = trl_adv_scale(args)
+        # the rule the run trains with, which diagnose's recommendation names: TRL's loss_type, and
+        # AggregationGRPOConfig's aggregation_rule where there is one (it then trains, through TRL's dapo)
+        trained = {key: getattr(args, key) for key in ("loss_type", "aggregation_rule")
+                   if getattr(args, key, None) is not None}
         held.clear()
         for row, reward in enumerate(rewards, start=first_row):
             held.append({"group": f"{run['batch']}-{row // group_size[0]}", "reward": reward, "step": step,
-                         "run": run["id"], "adv_scale": scale, "std": TRL_STD, "eps": TRL_EPS})
+                         "run": run["id"], "adv_scale": scale, "std": TRL_STD, "eps": TRL_EPS, **trained})
         run["batch"] += 1
         return rewards
 

@@ -561,7 +561,7 @@ def test_a_run_at_demo_bands_top_gets_the_same_decision_on_either_side_of_it(tmp
         _, summary = decision_json(tmp_path, capsys, spread_rollouts(ratio), f"r{ratio}.jsonl")
         decisions.append(summary["decision"])
     assert [d["designs"]["demo-band-v3"] for d in decisions] == ["borderline", "borderline"]
-    assert decisions[0]["recommendation"] == decisions[1]["recommendation"] == "test balanced"
+    assert decisions[0]["recommendation"] == decisions[1]["recommendation"] == "borderline: test balanced"
     assert all("borderline: your interval" in d["recommendation_line"] and "demo-band-v3 (its range" in
                d["recommendation_line"] for d in decisions)
     # the control: placed by the ratio alone (identical groups, no width), the two sides do differ

@@ -268,7 +268,8 @@ def test_a_recommendation_that_names_token_says_which_token_rule(tmp_path, capsy
     out, summary = report(tmp_path, capsys, wrong_masked_rollouts(16, 16))
     line = summary["decision"]["recommendation_line"]
     assert line.startswith("recommendation: try balanced in place of token aggregation (token: per group, the "
-                           "designs' rule and the printed share's; TRL's default 'dapo' pools the batch): ")
+                           "designs' rule and the printed share's; TRL's default 'dapo' pools the batch; your run: "
+                           "not recorded in the dump: read as token aggregation): ")
     assert "token's share (per group) on right answers" in out
     for kind in ("test balanced", "do not switch", "compare the rules"):   # every line that acts on token says it
         assert diagnose.TOKEN_RULE in _line_of_kind(kind)

@@ -309,6 +309,28 @@ def test_dumped_lines_carry_trls_global_step_and_a_new_run_id_for_each_new_train
     assert {(row["adv_scale"], row["std"], row["eps"]) for row in rows} == {("std", "unbiased", 1e-4)}
 
 
+@pytest.mark.parametrize("config, family", [(dict(loss_type="grpo"), "sequence"), (dict(loss_type="dapo"), "token"),
+                                            (dict(loss_type="dapo", aggregation_rule="balanced"), "balanced")])
+def test_the_dump_records_the_rule_the_run_trains_with_and_diagnose_names_it(tmp_path, config, family):
+    """Issue 76, fifth practitioner: a TRL dump with loss_type="grpo" (per sequence) was told "try balanced in
+    place of token aggregation". The dump records TRL's loss_type (and aggregation_rule where the config has one)."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerState
+
+    from grpo_ba_lab.analysis import diagnose
+    path = tmp_path / "rollouts.jsonl"
+    dumping = dump_rollouts(odd_length_reward, str(path), num_generations=2)
+    dumping.attach(SimpleNamespace(args=SimpleNamespace(scale_rewards="group", **config)))
+    dumping(prompts=["1+1="] * 4, completions=["2", "22", "3", "33"], completion_ids=[[5], [5, 5], [6], [6, 6]],
+            trainer_state=TrainerState(global_step=0))
+    dumping.write([1, 2, 1, 2])
+    rows = [json.loads(line) for line in open(path)]
+    assert all({key: row.get(key) for key in config} == config for row in rows)
+    lines = diagnose.read_lines(str(path))[0]
+    assert diagnose.trained_rule(str(path), lines).family == family
+
+
 def test_two_trl_runs_dumped_to_one_file_are_diagnosed_as_two_runs_not_merged(tmp_path, capsys):
     """One wrapper, two trainers, one file: each train() gets its own run id and group ids
     from "0-0", and diagnose reads each run as the batch its trainer logged."""
