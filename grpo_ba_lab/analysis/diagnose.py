@@ -42,7 +42,10 @@ resamples have no ratio (masked runs). Nor does it place a batch the designs do 
 after the run's first step (a resumed dump; the designs' ranges are step 0's; verl counts from 1, and
 its lines say "trainer": "verl"), one with a reward other than 0 or 1 (every design is binary-reward),
 or one with a response that has an advantage at length 0 (masked; no design masks any). A run inside a
-design by its ratio whose length std/mean is outside the design's units' is borderline for it. A recommendation that names token says it is
+design by its ratio whose length std/mean is outside the design's units' is borderline for it; a run
+that every design the recommendation rests on covers only at an edge gets a "borderline: " recommendation,
+a weaker one. The recommendation names the rule the run trains with (the dump's loss_type or
+aggregation_rule) and speaks of token only for a token rule. A recommendation that names token says it is
 the per-group rule (TRL's default 'dapo' pools the batch). The JSON line carries the decision. Lengths, ratio, spread and shares are over the responses in the loss (length > 0).
 
 Every number comes from grpo_ba's own functions, never from a formula typed twice:
