@@ -1,9 +1,7 @@
 """grpo_ba_plots.py -- what a run shows: the demo's story, `mechanism_figure` (one run per rule
 over its steps), `bias_curves` (the two biases in one group, as grpo_ba.bias_curves computes
 them; kept as bias_curves.json), a progress line. Reads what grpo_ba.py writes (docs/metrics.md).
-
-    python -m grpo_ba_plots runs/demo-s22      # redraw a run directory's figures (docs/outputs.md)
-"""
+`python -m grpo_ba_plots runs/demo-s22` redraws a run directory's figures (docs/outputs.md)."""
 from __future__ import annotations
 
 import argparse
@@ -43,14 +41,13 @@ PANELS = [("accuracy", "held-out greedy accuracy"),
           ("forced_frac", "responses the world started with {start}"),     # STARTS' first word
           ("entropy", "entropy per token (nats): how spread\nthe policy's next-token choice is")]
 REFERENCE = {"pos_share": 0.5, "long_right_weight": 1.0, "pg_loss": 0.0}
-PG_NOTE = {True: "token: off 0 by its coupling", False: "0 where the two signs' weights balance"}
+PG_NOTE = {"token": "token: off 0 by its coupling", False: "your rule's loss, as it returned it",
+           True: "0 where the two signs' weights balance"}    # what holds for the linear three
 WORLD = dict(color="gray", lw=1.5, label="the world")
 # by gap_sign, a world's forced start: its name, example, long side, token's share's side
 STARTS = {"wrong-long": ("a slip", "a slip (57+6+3= -> 57: the 6 forgotten)", "wrong", "below"),
           "right-long": ("a re-check", "a right answer, re-checked (57+6+3= -> 63 66?)", "right",
                          "above"), None: ("a forced start\n(none in this run)", "", "", "")}
-
-
 OWN = ["#CC79A7", "#E69F00", "#56B4E9", "#000000"]   # your own rules (Okabe-Ito's others)
 
 
@@ -86,12 +83,15 @@ def mechanism_figure(runs: dict, path: str | None, title: str, args=None):
     over the steps, saved to `path` (-> path), or the figure; `args` name its world (None: demo)."""
     fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
     start = forced_start(args, next(iter(runs.values())))[0]
+    pg = PG_NOTE["token" if "token" in runs else set(runs) <= set(COLORS)]    # of the rules run
     for ax, (key, label) in zip(axes.flat, PANELS):
         for rule, metrics in runs.items():       # the world's forced starts: the same every run
             steps, values = _steps(metrics, key)
             line = dict(style(rule) if key != "forced_frac" else WORLD)
             if key == "long_right_weight":        # a gap: a step with no such group, not a 0
-                steps, values = _with_gaps(metrics, steps, values)
+                found, steps = dict(zip(steps, values)), [m["step"] for m in metrics
+                                                          if not m.get("final_evaluation")]
+                values = [found.get(step, math.nan) for step in steps]     # every step: nan, a gap
                 lone = [(x, y) for i, (x, y) in enumerate(zip(steps, values)) if math.isfinite(y)
                         and all(not 0 <= j < len(values) or math.isnan(values[j])
                                 for j in (i - 1, i + 1))]
@@ -101,6 +101,7 @@ def mechanism_figure(runs: dict, path: str | None, title: str, args=None):
             if len(steps) < 3:                    # a point or two: shown, not a bare axis
                 line.update(marker="o", ms=5)
             ax.plot(steps, values, **line)
+        empty = not any(math.isfinite(y) for line in ax.get_lines() for y in line.get_ydata())
         if key in REFERENCE:
             ax.axhline(REFERENCE[key], color="gray", lw=0.8)
         ys = [y for line in ax.get_lines() for y in line.get_ydata() if math.isfinite(y)]
@@ -108,20 +109,17 @@ def mechanism_figure(runs: dict, path: str | None, title: str, args=None):
             middle = (max(ys) + min(ys)) / 2
             ax.set_ylim(middle - 0.1 * max(1.0, abs(middle)), middle + 0.1 * max(1.0, abs(middle)))
         gaps = _gaps_note(runs) if key == "long_right_weight" else ""     # said on the figure
-        ax.set(title=label.format(start=start, pg=PG_NOTE["token" in runs]), xlabel="step" + gaps)
+        ax.set(title=label.format(start=start, pg=pg), xlabel="step" + gaps)
+        ax.xaxis.get_major_locator().set_params(integer=True)    # steps: never 0.5 of a step
+        if key == "long_right_weight" and empty:                  # the steps' axis, said empty
+            ax.set_xlim(-0.5, max(m["step"] for m in next(iter(runs.values()))) + 0.5)
+            ax.text(0.5, 0.5, "no step had two right answers\nof different lengths", ha="center",
+                    transform=ax.transAxes, color="gray")
         ax.grid(alpha=0.3)
     axes.flat[0].legend()
-    names = [own_rule.name_of(rule) for rule in runs]
-    what = "What each rule did" if len(names) > 1 else f"What {names[0]} did"
+    what = "What each rule did" if len(runs) > 1 else f"What {own_rule.name_of(*runs)} did"
     fig.suptitle(f"{what}, one seed ({title}): the mechanism, not a ranking")
     return _save(fig, path) if path else fig
-
-
-def _with_gaps(metrics, steps, values):
-    """Every step of the run, nan where no group had right answers of two lengths (a gap)."""
-    found = dict(zip(steps, values))
-    every = [m["step"] for m in metrics if not m.get("final_evaluation")]
-    return every, [found.get(step, math.nan) for step in every]
 
 
 def _gaps_note(runs) -> str:
@@ -176,8 +174,7 @@ def redraw(run_dir: str) -> list[str]:
         if args.get("aggregator") in runs:
             raise RunError(f"{run_dir} holds several {args['aggregator']} runs; this draws one "
                            "per rule (many: the lab's analysis.report)")
-        runs[args.get("aggregator")] = read_metrics(os.path.join(os.path.dirname(path),
-                                                                 "metrics.jsonl"))
+        runs[args.get("aggregator")] = read_metrics(path[:-len("args.json")] + "metrics.jsonl")
     if not runs:
         raise RunError(f"no run (args.json, metrics.jsonl) in {run_dir} or below it")
     order = [*COLORS, *sorted(k for k in runs if k not in COLORS)]       # token first, then yours
@@ -193,8 +190,7 @@ def redraw(run_dir: str) -> list[str]:
 
 class Progress(RunLogger):
     """A run's steps on one terminal line rewritten in place (step k/N, seconds since step 0, last
-    accuracy), elsewhere a line every ten steps and the last. As a run's `log` (grpo_ba.demo) it
-    drops the run's lines but a warm-up's being trained (where it is cached, steps, time left)."""
+    accuracy), elsewhere every tenth and the last; as grpo_ba.demo's `log`, a warm-up's lines."""
 
     def __init__(self, steps: int, stream=None, log=None):
         self.stream, self.steps, self.started = stream or sys.stdout, steps, time.time()
@@ -253,50 +249,56 @@ def story(runs: dict, args, figures) -> list[str]:
              row("held-out accuracy, step 0 -> final",
                  change("accuracy", 3, lambda m, key: (_steps(m, key)[1] or [math.nan])[-1]))]
     start, _, long, side = forced_start(args, next(iter(runs.values())))   # long: "" if none
-    lengths = (f"lengths, by reward, at step 0 (the first batch) and over the last {tail} steps"
+    lengths = (f"lengths at step 0 (one batch) and over the last {tail} steps"
                + f": {long} answers are the world's rambles" * bool(long))
-    now, was = (round(f(runs.get("sequence", []), f"len_{long}"), 1) for f in (late, first))
-    ends = [round(late(m, f"len_{long}"), 1) for rule, m in runs.items() if rule != "sequence"]
-    if long and ends and all(map(math.isfinite, [now, was, *ends])):    # as the numbers went
+    others = {rule: [round(f(m, f"len_{long}"), 1) for f in (first, late)]       # as printed
+              for rule, m in runs.items()}
+    (was, now), others = others.pop("sequence", [math.nan] * 2), list(others.values())
+    ends = [end for _, end in others]
+    if long and ends and all(map(math.isfinite, [now, was, *sum(others, [])])):
         rank = ("longest of the rules run" if now > max(ends) else "shortest of the rules run" if
                 now < min(ends) else "level with another rule" if now in ends else "between others")
-        lengths += (f"; on this seed they {'shrank' if now < was else 'did not shrink'} under "
-                    f"sequence, ending {rank}")
+        said = ("shrank under sequence," if now < was else "did not shrink under sequence," if any(
+            end < start for start, end in others) else "shrank under no rule, sequence's")
+        lengths += f"; on this seed they {said} ending {rank}"    # not as if another's had shrunk
+    design = designs.DESIGNS.get(args.design, {})         # a shipped seed: how it was chosen
+    token = ("" if "token" not in runs else " Token's share is expected " + (   # if token ran
+        f"{side} it here" if side else "off it where right and wrong answers differ in length")
+        + ": sign-length coupling (all tokens alike: the side writing more gets more).")
     read = [f"- {text}" for text in (
-        "share: the update's weight on right answers; 0.5 is unbiased. Token's share is expected "
-        f"{f'{side} it here' if side else 'off it where right and wrong answers differ in length'}"
-        ": sign-length coupling, token weighing all tokens alike, so the side writing more gets "
-        "more.",
+        f"share: the update's weight on right answers; 0.5 is unbiased.{token}",
         "long/short: a group's longest right answer's weight per token over its shortest's; 1 is "
         "unbiased, under it sequence equal-weighting (1/L to each token of an L-token answer). "
         "A gap in its panel, n/a for a whole run: no two weighted right answers of unequal length.",
-        "pg-loss at ratio 1 (before the policy moves): 0 where the two signs' weights balance.",
+        "pg-loss at ratio 1 (before the policy moves): " + ("0 where the two signs' weights "
+            "balance." if set(runs) <= set(COLORS) else "your rule's loss as it returned it."),
         lengths + ".",
         f"accuracy: greedy, {args.eval_prompts} held-out prompts. One seed ranks no rule: it "
         "mixes rule and luck" + (f"; seed {args.seed} and its world were picked after runs were "
-                                 "seen (docs/toy-designs.md)." if args.seed in designs.DESIGNS.get(
-                                     args.design, {}).get("shipped", {}) else "."),
-        f"the figure's last panels: the responses the world started with {start}, the same "
-        "for every rule, and entropy, how spread the policy's next-token choice is.")]
-    read = ["Reading the rows:",
-            *(line.replace("\xa0", " ") for text in read for line in textwrap.wrap(
-                _unbroken(text), 92, subsequent_indent="  ", break_on_hyphens=False))]
+                                 f"seen{design.get('seed_choice', '')} (docs/toy-designs.md)."
+                                 if args.seed in design.get("shipped", {}) else "."),
+        f"last two panels: responses the world started with {start} (every rule alike); entropy.")]
+    for name in ("sign-length coupling", "sequence equal-weighting", "held-out prompts"):
+        read = [text.replace(name, name.replace(" ", "\xa0")) for text in read]   # one line each
+    read = ["Reading the rows:", *(line.replace("\xa0", " ") for text in read for line in
+                                   textwrap.wrap(text, 92, subsequent_indent="  ",
+                                                 break_on_hyphens=False))]
     where = "" if args.design == designs.DEMO else f" --design {args.design}"
     if len(runs) == 1:                            # one rule: the three beside it, same seed
-        nxt = ["Next, in minutes on a laptop: the three rules from the same weights and seed,",
+        nxt = ["Next: the three rules from the same weights and seed, three runs like this one:",
                f"python grpo_ba.py --seed {args.seed}{where} --steps {args.steps}"    # its warm-up:
                + f" --threads {args.threads}" * bool(args.threads)]      # keyed by the threads
-    elif args.design == designs.NO_DESIGN:
-        nxt = ["Next: the same on another seed, a warm-up and three runs, minutes on a laptop:",
-               f"python grpo_ba.py --design plain --seed {args.seed + 1}"]
-    else:
-        compared_by = designs.DESIGNS.get(args.design, {}).get("compare", args.design)
+    else:           # no minutes: no committed log times a warm-up; a one-seed design: no sweep
+        compared_by = design.get("compare", args.design)
         sweep = (f"python -m grpo_ba_lab.analysis.sweep --design {compared_by}"   # the lab's
                  if importlib.util.find_spec("grpo_ba_lab")    # a student copy has no lab
                  else f"the lab's sweep of {compared_by}, in the course repository")
-        many = compared_by != args.design       # a one-seed design without a many-seed one: none
-        nxt = [f"Next, minutes on a laptop: python grpo_ba.py --seed {args.seed + 1}{where}",
-               f"(a warm-up, three runs).{f' Over many seeds, several CPU-hours: {sweep}' * many}"]
+        own = len({designs.warmup_seed(args.design, seed) for seed in (args.seed, args.seed + 1)})
+        nxt = textwrap.wrap(f"Next: python grpo_ba.py --seed {args.seed + 1}{where}, " + (
+            f"which trains its own warm-up first ({designs.warmup_steps(args.design)} supervised "
+            "steps, which no committed log times), then three runs like these." if own > 1 else
+            "from this warm-up (cached): three runs like these."), 92, break_on_hyphens=False)
+        nxt += [f"Over many seeds, several CPU-hours: {sweep}"] * (compared_by != args.design)
     told = world(args, next(iter(runs.values())))
     return ["", *table, "", *told, *([""] if told else []), *read, *nxt,
             f"Figure{'s' * (len(figures) > 1)}: {figures[0]} (this run over its steps)"
@@ -305,18 +307,10 @@ def story(runs: dict, args, figures) -> list[str]:
               if len(figures) > 1 else [])]
 
 
-def _unbroken(text: str) -> str:
-    """The paper's names of the two biases kept on one line when wrapped (no-break spaces)."""
-    for name in ("sign-length coupling", "sequence equal-weighting", "held-out prompts"):
-        text = text.replace(name, name.replace(" ", "\xa0"))
-    return text
-
-
 def run_story(run_dir: str, args) -> list[str]:
     """One run's figure (redrawn) and its story, as `python grpo_ba.py --aggregator RULE` ends."""
-    metrics = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
-    runs = {args.aggregator: metrics}
-    return story(runs, args, redraw(run_dir))
+    return story({args.aggregator: read_metrics(os.path.join(run_dir, "metrics.jsonl"))}, args,
+                 redraw(run_dir))
 
 
 def world(args, metrics: list[dict]) -> list[str]:

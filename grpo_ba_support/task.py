@@ -55,7 +55,9 @@ def build(args, log=print):
             policy, tokenizer = load_warmup_file(path, sha256)
             warmup = {"source": "shipped", "path": os.path.relpath(path, designs.REPO),
                       "sha256": sha256, "world": vars(world), "seed": seed,
-                      "steps": designs.warmup_steps(args.design)}
+                      "steps": designs.DESIGNS[args.design].get("shipped_steps", {}).get(
+                          seed, designs.warmup_steps(args.design)),    # trained: a band stops it
+                      "planned_steps": designs.warmup_steps(args.design)}
         else:
             policy, tokenizer, warmup = load_or_warmup_toy(
                 CACHE_DIR, world, designs.warmup_steps(args.design), seed, log)

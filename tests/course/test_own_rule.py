@@ -165,7 +165,14 @@ def test_the_story_and_the_figure_name_one_rule_and_explain_the_long_short_gaps(
     assert "a gap: a step where no group had two right answers of different lengths" in note
     assert "(steps without one: 1 of 3)" in note                      # one run: no rule's name in it
     titles = " ".join(ax.get_title() for ax in figure.axes)
-    assert "token:" not in titles and "0 where the two signs' weights balance" in titles  # what it drew
+    # what holds for the rule drawn: a balance's 0 is the three linear rules', not a function's
+    assert "token:" not in titles and "0 where the two signs' weights balance" not in titles
+    assert "your rule's loss, as it returned it" in titles
+    text = " ".join(" ".join(lines).split())      # the story, too, says nothing of rules not run
+    assert "Token's share" not in text and "weights balance" not in text and "0.5 is unbiased." in text
+    assert "your rule's loss as it returned it" in text and "minutes" not in text
+    sequence = grpo_ba_plots.mechanism_figure({"sequence": metrics}, None, "design demo, seed 22")
+    assert "0 where the two signs' weights balance" in " ".join(ax.get_title() for ax in sequence.axes)
 
 
 @pytest.mark.slow

@@ -42,14 +42,14 @@ def test_under_long_right_the_story_says_right_answers_are_the_long_ones():
     text = told(runs_of(), "--design", "long-right")
     assert "right answers are the world's rambles" in text and "wrong answers are the world's" not in text
     assert "0.5 is unbiased. Token's share is expected above it here: sign-length coupling" in text and "below" not in text
-    assert "the responses the world started with a re-check, the same for every rule" in text
+    assert "responses the world started with a re-check (every rule alike)" in text
     assert "slip" not in text and "so right answers are long by the world's doing" in text
 
 
 def test_in_the_demos_world_the_story_still_says_wrong_answers_are_the_long_ones_started_with_a_slip():
     text = told(runs_of(), "--design", "demo")
     assert "wrong answers are the world's rambles" in text and "0.5 is unbiased. Token's share is expected below it here: sign-length" in text
-    assert "the responses the world started with a slip, the same for every rule" in text
+    assert "responses the world started with a slip (every rule alike)" in text
     assert "re-check" not in text
 
 
@@ -72,7 +72,10 @@ SEQUENCE_ENDS = [  # (sequence's long side: step 0 -> later, the others' later) 
     ((30.0, 31.0), (25.0, 20.0), "did not shrink under sequence, ending longest of the rules run"),
     ((30.0, 28.0), (25.0, 20.0), "shrank under sequence, ending longest of the rules run"),
     ((30.0, 15.0), (25.0, 20.0), "shrank under sequence, ending shortest of the rules run"),
-    ((30.0, 32.0), (35.0, 40.0), "did not shrink under sequence, ending shortest of the rules run"),
+    ((30.0, 32.0), (25.0, 40.0), "did not shrink under sequence, ending between others"),
+    # no rule's shrank (issue 75: "did not shrink under sequence" read as if the others' had)
+    ((30.0, 32.0), (35.0, 40.0), "shrank under no rule, sequence's ending shortest of the rules run"),
+    ((30.0, 30.0), (30.0, 30.0), "shrank under no rule, sequence's ending level with another rule"),
     ((30.0, 22.0), (25.0, 20.0), "shrank under sequence, ending between others"),
     ((30.0, 25.0), (25.0, 20.0), "shrank under sequence, ending level with another rule"),
     ((30.0, 20.0), (25.0, 20.0), "shrank under sequence, ending level with another rule"),
