@@ -189,6 +189,23 @@ def test_diagnose_uses_the_unbiased_std_of_a_trl_dump_and_gives_what_trl_logged(
     assert report["token_loss_at_ratio_one"] != 0 and ratio == pytest.approx((4 / 3) ** 0.5, rel=1e-3)
 
 
+def test_a_real_trl_grpo_run_dumps_its_loss_type_and_diagnose_does_not_call_it_token(tmp_path):
+    """Issue 76, fifth practitioner: TRL's own dump of a loss_type="grpo" run (per sequence) read "try balanced
+    in place of token aggregation". Its lines now say loss_type "grpo", and diagnose names that rule."""
+    from grpo_ba_lab.analysis import diagnose
+    path = str(tmp_path / "rollouts.jsonl")
+    trainer = make_trainer(tmp_path, cls=GRPOTrainerWithBiasMetrics, loss_type="grpo",
+                           reward=dump_rollouts(odd_length_reward, path, num_generations=4))
+    trainer.train()
+    rows = [json.loads(line) for line in open(path)]
+    assert rows and {row["loss_type"] for row in rows} == {"grpo"} and not any("aggregation_rule" in r for r in rows)
+    placed = diagnose.placement_batch(path, diagnose.read_lines(path)[0])
+    assert placed.trained.family == "sequence" and "loss_type='grpo'" in placed.trained.said
+    kind, line = diagnose.recommendation(diagnose.registered_designs(), (2.0, 2.5), 32, 0.0, (32, 32), 0,
+                                         trained=placed.trained)   # its rule, at a ratio the designs cover
+    assert "in place of token" not in line and "balanced - sequence" in line and kind.endswith("trains with sequence")
+
+
 def test_dumped_lengths_are_trls_loss_mask_so_a_masked_truncated_completion_is_zero(tmp_path, trl_batches):
     path = str(tmp_path / "rollouts.jsonl")
     trainer = make_trainer(tmp_path, reward=dump_rollouts(odd_length_reward, path, num_generations=4),
