@@ -41,7 +41,7 @@ PANELS = [("accuracy", "held-out greedy accuracy"),
           ("forced_frac", "responses the world started with {start}"),     # STARTS' first word
           ("entropy", "entropy per token (nats): how spread\nthe policy's next-token choice is")]
 REFERENCE = {"pos_share": 0.5, "long_right_weight": 1.0, "pg_loss": 0.0}
-PG_NOTE = {"token": "token: off 0 by its coupling", False: "your rule's loss, as it returned it",
+PG_NOTE = {"token": "token: off 0 by its coupling", False: "each rule's loss, as it returned it",
            True: "0 where the two signs' weights balance"}    # what holds for the linear three
 WORLD = dict(color="gray", lw=1.5, label="the world")
 # by gap_sign, a world's forced start: its name, example, long side, token's share's side
@@ -271,7 +271,7 @@ def story(runs: dict, args, figures) -> list[str]:
         "unbiased, under it sequence equal-weighting (1/L to each token of an L-token answer). "
         "A gap in its panel, n/a for a whole run: no two weighted right answers of unequal length.",
         "pg-loss at ratio 1 (before the policy moves): " + ("0 where the two signs' weights "
-            "balance." if set(runs) <= set(COLORS) else "your rule's loss as it returned it."),
+            "balance." if set(runs) <= set(COLORS) else "each rule's loss as it returned it."),
         lengths + ".",
         f"accuracy: greedy, {args.eval_prompts} held-out prompts. One seed ranks no rule: it "
         "mixes rule and luck" + (f"; seed {args.seed} and its world were picked after runs were "

@@ -167,10 +167,10 @@ def test_the_story_and_the_figure_name_one_rule_and_explain_the_long_short_gaps(
     titles = " ".join(ax.get_title() for ax in figure.axes)
     # what holds for the rule drawn: a balance's 0 is the three linear rules', not a function's
     assert "token:" not in titles and "0 where the two signs' weights balance" not in titles
-    assert "your rule's loss, as it returned it" in titles
+    assert "each rule's loss, as it returned it" in titles
     text = " ".join(" ".join(lines).split())      # the story, too, says nothing of rules not run
     assert "Token's share" not in text and "weights balance" not in text and "0.5 is unbiased." in text
-    assert "your rule's loss as it returned it" in text and "minutes" not in text
+    assert "each rule's loss as it returned it" in text and "minutes" not in text
     sequence = grpo_ba_plots.mechanism_figure({"sequence": metrics}, None, "design demo, seed 22")
     assert "0 where the two signs' weights balance" in " ".join(ax.get_title() for ax in sequence.axes)
 
