@@ -57,7 +57,7 @@ def test_a_named_design_sets_its_knobs_for_a_single_rule_too():
 
 @pytest.mark.parametrize("argv, words", [
     (["--design", "demo-v2", "--regime", "variance"], "design demo-v2 sets --spread-size 8: add --design plain"),
-    (["--design", "loop-gap", "--model", "some/model"], "cannot run with --model"),
+    (["--design", "loop-gap", "--model", "some/model", "--dataset", "problems.jsonl"], "cannot run with --model"),
     (["--design", "no-such-design"], "invalid choice"),
 ])
 def test_a_design_that_cannot_apply_is_refused_in_one_line(argv, words, capsys):
