@@ -320,8 +320,8 @@ def world(args, metrics: list[dict]) -> list[str]:
     forced = _mean(_steps(metrics, "forced_frac")[1])
     return [] if not long else textwrap.wrap(
         f"The world: the environment starts {_text(forced, 2)} of the responses with {example}, "
-        f"which the policy continues with a ramble, so {long} answers are long by the world's "
-        f"doing: wrong/right length {_text(step0[0], 2)} at step 0 (mean lengths, by reward).", 92)
+        f"which the policy continues with a ramble, so {long} answers run long: this seed's "
+        f"wrong/right length at step 0 is {_text(step0[0], 2)} (its warm-up's; mean lengths, by reward).", 92)
 
 
 def forced_start(args, metrics: list[dict]) -> tuple[str, str, str, str]:

@@ -43,7 +43,7 @@ def test_under_long_right_the_story_says_right_answers_are_the_long_ones():
     assert "right answers are the world's rambles" in text and "wrong answers are the world's" not in text
     assert "0.5 is unbiased. Token's share is expected above it here: sign-length coupling" in text and "below" not in text
     assert "responses the world started with a re-check (every rule alike)" in text
-    assert "slip" not in text and "so right answers are long by the world's doing" in text
+    assert "slip" not in text and "so right answers run long: this seed's" in text
 
 
 def test_in_the_demos_world_the_story_still_says_wrong_answers_are_the_long_ones_started_with_a_slip():
