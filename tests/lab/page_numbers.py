@@ -161,7 +161,7 @@ def _parse_line(line: str, rows: dict):
 DEMO_CELL = 15                  # grpo_ba_plots.story's cell width
 DEMO_TABLE = re.compile(r"^What each rule did \(.*\):\n(?P<header>.*)\n(?P<rows>(?:.+\n)+)", re.M)
 DEMO_WORLD = re.compile(r"The world: the environment starts (?P<forced>\S+) of the responses.*?"
-                        r"wrong/right length (?P<ratio>\S+) at step 0", re.S)
+                        r"wrong/right length at step 0 is (?P<ratio>[\d.]+)", re.S)
 
 
 def parse_demo_log(text: str) -> dict:
