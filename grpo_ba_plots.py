@@ -321,7 +321,7 @@ def world(args, metrics: list[dict]) -> list[str]:
     return [] if not long else textwrap.wrap(
         f"The world: the environment starts {_text(forced, 2)} of the responses with {example}, "
         f"which the policy continues with a ramble, so {long} answers run long: this seed's "
-        f"wrong/right length at step 0 is {_text(step0[0], 2)} (its warm-up's; mean lengths, by reward).", 92)
+        f"wrong/right length at step 0 is {_text(step0[0], 2)} (its warm-up's; mean lengths).", 92)
 
 
 def forced_start(args, metrics: list[dict]) -> tuple[str, str, str, str]:

@@ -79,7 +79,7 @@ def test_the_story_prints_each_bias_in_its_row_and_the_figure_draws_each_in_its_
     assert "share: the update's weight on right answers; 0.5 is unbiased. Token's share is expected below it here: sign-length coupling" in text
     assert "A gap in its panel, n/a for a whole run: no two weighted right answers of unequal length" in text
     assert "1 is unbiased, under it sequence equal-weighting" in text
-    assert "starts 0.50 of the responses with a slip" in text and "wrong/right length 4.00 at step 0" in text
+    assert "starts 0.50 of the responses with a slip" in text and "wrong/right length at step 0 is 4.00" in text
     # a 3-step run's "last" window is its 3 steps, and the rows say so (the demo's 30 steps: last 10)
     assert any(text.startswith("right-answer length, step 0 -> last 3 ") for text in lines)
     assert not any("last 10" in text for text in lines)

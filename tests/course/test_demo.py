@@ -140,7 +140,7 @@ def test_the_demo_from_the_shipped_warmup_gives_seed_22s_accuracies(tmp_path, ca
     assert table and all(any(line.strip() == row for line in lines) for row in table), table
     story, readme = " ".join(" ".join(lines).split()), " ".join(open(os.path.join(REPO, "README.md")).read().split())
     forced = re.search(r"starts (\d\.\d\d) of the responses", story).group(1)
-    ratio = re.search(r"wrong/right length (\d\.\d\d) at step 0", story).group(1)
+    ratio = re.search(r"wrong/right length at step 0 is (\d\.\d\d)", story).group(1)
     assert f"{forced} of this run's responses were forced" in readme           # the world, as printed
     assert f"{ratio} times as long as right ones" in readme
     drift = next(line for line in lines if line.startswith("pg-loss at ratio 1")).split()[-3:]
