@@ -265,12 +265,8 @@ def trained_rule(path: str, rows: list[Line]) -> Trained:
     """The run's rule from its lines' aggregation_rule (AggregationGRPOConfig's, which trains through TRL's
     dapo) or else loss_type (TRL's); lines that record none are read as token aggregation, and say so.
     A run whose lines record two rules is refused."""
-    found = list(dict.fromkeys(line.trained for line in rows))
-    if len(found) > 1:
-        number = next(line.number for line in rows if line.trained != found[0])
-        raise RolloutsError(f"{path} line {number}: its aggregation_rule/loss_type {found[1]} differ from line "
-                            f"{rows[0].number}'s {found[0]}; one run trains with one rule")
-    rule, loss_type = found[0]
+    rule, loss_type = one_per_run(path, rows, lambda line: line.trained, "aggregation_rule/loss_type {} differ",
+                                  str, "one run trains with one rule")
     if rule is not None:
         family = rule if rule in ("token", "sequence", "balanced") else "other"
         return Trained(family, f"AggregationGRPOConfig(aggregation_rule={rule!r})", True)
@@ -293,12 +289,19 @@ def _trainer(row, where):
 def first_step_of(path: str, rows: list[Line]) -> int:
     """The run's first training step, by the trainer its lines name (FIRST_STEP); 0 without one.
     A run whose lines name two trainers is refused."""
-    found = list(dict.fromkeys(line.trainer for line in rows))
+    trainer = one_per_run(path, rows, lambda line: line.trainer, "trainer {} differs", json.dumps,
+                          "one run has one trainer")
+    return FIRST_STEP.get(trainer, 0)
+
+
+def one_per_run(path: str, rows: list[Line], value_of, differs: str, shown, why: str):
+    """The one value that every line of a run gives (value_of); a second is refused in one line."""
+    found = list(dict.fromkeys(value_of(line) for line in rows))
     if len(found) > 1:
-        number = next(line.number for line in rows if line.trainer != found[0])
-        raise RolloutsError(f"{path} line {number}: its trainer {json.dumps(found[1])} differs from line "
-                            f"{rows[0].number}'s {json.dumps(found[0])}; one run has one trainer")
-    return FIRST_STEP.get(found[0], 0)
+        number = next(line.number for line in rows if value_of(line) != found[0])
+        raise RolloutsError(f"{path} line {number}: its {differs.format(shown(found[1]))} from line "
+                            f"{rows[0].number}'s {shown(found[0])}; {why}")
+    return found[0]
 
 
 def _text_lines(f, path):

@@ -26,14 +26,7 @@ def report(capsys, path):
     return out, json.loads(out.strip().splitlines()[-1])
 
 
-def gap_rollouts(groups=32, rewards=(1, 0, 1, 0), ratio=2.76, right=1000, **extra):
-    """Inside the gap-30 world's designs with 0/1 rewards (test_diagnose_graded_and_first_step's batch)."""
-    lines = []
-    for g in range(groups):
-        for at, reward in enumerate(rewards):
-            length = right + (-1) ** at * 20 * (g % 5) if reward > 0.5 else round(ratio * right)
-            lines.append({"group": g, "reward": reward, "length": length, **extra})
-    return lines
+from test_diagnose_graded_and_first_step import gap_rollouts  # noqa: E402  (inside the gap-30 world, 0/1 rewards)
 
 
 # ---- (a) borderline is a recommendation of its own
