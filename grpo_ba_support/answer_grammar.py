@@ -6,6 +6,7 @@ parser build sympy objects directly, with bounds that keep every parse and compa
 grammar and the values it builds: docs/verifier.md ("The grammar"). Anything else: `Unreadable`."""
 import functools
 import math
+import operator
 import re
 from typing import NamedTuple
 
@@ -29,10 +30,14 @@ FRAC = {"\\frac", "\\dfrac", "\\tfrac", "\\cfrac"}
 CONSTANTS = {"\\pi": sympy.pi, "\\infty": sympy.oo}
 OPEN = {"(": "(", "[": "[", "\\langle": "(", "\\{": "{", "\\lbrace": "{"}
 CLOSE = {")": ")", "]": "]", "\\rangle": ")", "\\}": "}", "\\rbrace": "}"}
-TIMES, DIVIDE = {"*", "\\cdot", "\\times"}, {"/", "\\div"}
+SIGNS = ("+", "-", "\\pm", "\\mp")
+PRODUCT = {"*": "*", "\\cdot": "*", "\\times": "*", "/": "/", "\\div": "/"}
+OPERATIONS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 
 PLUS_MINUS = sympy.Symbol("plus_minus")    # no answer can name it: words are not variables
 _TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+|\\[A-Za-z]+|\\[{}]|[A-Za-z]+|[-+*/^()\[\]{},=_])")
+# What `_skip_lhs` skips, over one character per token (`_kind`): `x =`, `x_1 \in`, `f(x) =`, `(x, y) =`
+_LHS = re.compile(r"v(?:_a)?[=i]|v\(v\)=|\(v(?:,v)*\)=")
 
 
 class Unreadable(ValueError):
@@ -51,31 +56,36 @@ class AnswerSet(NamedTuple):
     items: tuple
 
 
+def _is_variable(token: str) -> bool:
+    return token.isalpha() and len(token) == 1 or token[1:] in GREEK
+
+
+def _kind(token: str) -> str:
+    """v: a variable; a: another word or number; i: `\\in`; the rest of `=(),_` as themselves."""
+    if _is_variable(token):
+        return "v"
+    if token in ("=", "(", ")", ",", "_"):
+        return token
+    return "i" if token == "\\in" else "a" if token.isalnum() else "."
+
+
 class AnswerParser:
     def __init__(self, text: str):
-        self.tokens, text, pos = [], text.rstrip(), 0
-        while pos < len(text):                      # tokens of the fixed vocabulary _TOKEN
-            match = _TOKEN.match(text, pos)
-            if match is None:
-                raise Unreadable(f"unexpected character {text[pos]!r}")
-            self.tokens.append(match.group(1))
-            pos = match.end()
-            if len(self.tokens) > MAX_TOKENS:
-                raise Unreadable("answer too long")
+        self.tokens = _TOKEN.findall(text)          # the fixed vocabulary, or refused:
+        if "".join(self.tokens) != re.sub(r"\s", "", text):
+            raise Unreadable("unexpected character")
+        if len(self.tokens) > MAX_TOKENS:
+            raise Unreadable("answer too long")
         self.pos = self.depth = self.divisions_by_sums = 0
 
     def _peek(self):
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
-    def _take(self):
-        if self.pos >= len(self.tokens):
-            raise Unreadable("unexpected end")
+    def _take(self, expected: str | None = None):
+        if self.pos >= len(self.tokens) or expected not in (None, self.tokens[self.pos]):
+            raise Unreadable(f"expected {expected!r}" if expected else "unexpected end")
         self.pos += 1
         return self.tokens[self.pos - 1]
-
-    def _expect(self, token: str):
-        if self._take() != token:
-            raise Unreadable(f"expected {token!r}")
 
     def _enter(self):
         self.depth += 1
@@ -101,40 +111,18 @@ class AnswerParser:
             raise Unreadable("unclosed bracket")
         return items
 
-    def _is_variable(self, index: int) -> bool:
-        token = self.tokens[index] if index < len(self.tokens) else ""
-        return token.isalpha() and len(token) == 1 or token[1:] in GREEK
-
-    def _skip_lhs(self):
-        """`x =`, `x_1 =`, `f(x) =`, `(x, y) =`, `x \\in`: an answer written as an equation
-        (or membership) for its unknowns is read as its right-hand side."""
-        tokens, start = self.tokens, self.pos
-        ahead = tokens[start: start + 5] + [""] * 5
-        if self._is_variable(start):
-            if ahead[1] in ("=", "\\in"):
-                self.pos = start + 2
-            elif ahead[1] == "_" and ahead[2].isalnum() and ahead[3] in ("=", "\\in"):
-                self.pos = start + 4
-            elif ahead[1] == "(" and self._is_variable(start + 2) and ahead[3:5] == [")", "="]:
-                self.pos = start + 5
-        elif ahead[0] == "(" and self._is_variable(start + 1):
-            index = start + 2
-            while tokens[index: index + 1] == [","] and self._is_variable(index + 1):
-                index += 2
-            if tokens[index: index + 2] == [")", "="]:
-                self.pos = index + 2
-
     def _item(self, allow_two: bool) -> list:
-        """One item, or the two values of an item written with `\\pm` (`1 \\pm \\sqrt{2}`)."""
-        self._skip_lhs()
+        """One item, or the two values of an item written with `\\pm` (`1 \\pm \\sqrt{2}`). An
+        answer written as an equation (or membership) for its unknowns is read as its right side."""
+        lhs = _LHS.match("".join(map(_kind, self.tokens[self.pos:])))
+        self.pos += lhs.end() if lhs else 0
         value = self._union()
         if self._peek() == "=":
             raise Unreadable("an equation that is not `variable = value`")
         if isinstance(value, sympy.Expr) and value.has(PLUS_MINUS):
             if not allow_two:
                 raise Unreadable("\\pm inside a tuple or interval")
-            return [_check_finite(value.xreplace({PLUS_MINUS: sympy.Integer(sign)}))
-                    for sign in (1, -1)]
+            return [_checked(value.xreplace({PLUS_MINUS: sympy.Integer(sign)})) for sign in (1, -1)]
         return [value]
 
     def _union(self):
@@ -148,7 +136,7 @@ class AnswerParser:
 
     def _expr(self):
         value = self._term()
-        while self._peek() in ("+", "-", "\\pm", "\\mp"):
+        while self._peek() in SIGNS:
             op = self._take()
             right = self._term()
             if op in ("\\pm", "\\mp"):                  # a +- b: a sign symbol, two values later
@@ -165,25 +153,24 @@ class AnswerParser:
         value = self._signed()
         while True:
             token = self._peek()
-            if token in TIMES or token in DIVIDE:
+            if token in PRODUCT:
                 self._take()
-                value = _arith(value, self._signed(), "/" if token in DIVIDE else "*", self)
+                value = _arith(value, self._signed(), PRODUCT[token], self)
             elif self._starts_atom(token):
                 value = _arith(value, self._power(), "*", self)
             else:
                 return value
 
     def _signed(self):
-        if self._peek() in ("+", "-", "\\pm", "\\mp"):
-            self._enter()
-            sign = self._take()
-            value = self._signed()
-            self.depth -= 1
-            if not isinstance(value, sympy.Expr):
-                raise Unreadable("sign before a tuple")
-            return {"+": value, "-": -value, "\\pm": PLUS_MINUS * value,
-                    "\\mp": -PLUS_MINUS * value}[sign]
-        return self._power()
+        if self._peek() not in SIGNS:
+            return self._power()
+        self._enter()
+        sign = self._take()
+        value = self._signed()
+        self.depth -= 1
+        if not isinstance(value, sympy.Expr):
+            raise Unreadable("sign before a tuple")
+        return {"+": value, "-": -value, "\\pm": PLUS_MINUS * value, "\\mp": -PLUS_MINUS * value}[sign]
 
     def _power(self):
         base = self._atom()
@@ -209,9 +196,9 @@ class AnswerParser:
     def _group(self):
         """`{ expr }`: LaTeX braces group like brackets."""
         self._enter()
-        self._expect("{")
+        self._take("{")
         value = self._expr()
-        self._expect("}")
+        self._take("}")
         self.depth -= 1
         return value
 
@@ -283,7 +270,7 @@ class AnswerParser:
         if self._peek() == "[":
             self._take()
             index = self._expr()
-            self._expect("]")
+            self._take("]")
             if not (index.is_Integer and 2 <= index <= MAX_ROOT):
                 raise Unreadable("bad root index")
         radicand = self._argument()
@@ -292,8 +279,7 @@ class AnswerParser:
 
     def _brackets(self, opening: str):
         self._enter()
-        closers = {"(": (")", "]"), "[": (")", "]"), "{": ("}",)}[opening]
-        items = self._items(set(token for token, kind in CLOSE.items() if kind in closers),
+        items = self._items({token for token, kind in CLOSE.items() if (kind == "}") == (opening == "{")},
                             opening == "{")
         closing = CLOSE[self._take()]
         self.depth -= 1
@@ -309,7 +295,11 @@ class AnswerParser:
 
 
 # -- bounded arithmetic ------------------------------------------------------------------
-def _check_finite(value):
+def _checked(value, product=False):
+    """`value`, refused if undefined, of more than MAX_OPERANDS operands, or (a product or a power)
+    if it would expand to more than MAX_EXPANDED_TERMS terms (`expansion_bound`)."""
+    if product and expansion_bound(value, MAX_EXPANDED_TERMS) > MAX_EXPANDED_TERMS:
+        raise Unreadable("expands to too many terms")
     if value.has(sympy.zoo, sympy.nan):
         raise Unreadable("undefined value")
     if (value.is_Add or value.is_Mul) and len(value.args) > MAX_OPERANDS:
@@ -317,31 +307,21 @@ def _check_finite(value):
     return value
 
 
-def _check_size(value):
-    """Products and powers: refuse what would expand to too many terms (`expansion_bound`)."""
-    if expansion_bound(value, MAX_EXPANDED_TERMS) > MAX_EXPANDED_TERMS:
-        raise Unreadable("expands to too many terms")
-    return _check_finite(value)
-
-
-def _count_division_by_sum(divisor, parser):
-    if parser is not None and divisor.is_Add:
-        parser.divisions_by_sums += 1
-        if parser.divisions_by_sums > MAX_DIVISIONS_BY_SUMS:
-            raise Unreadable("too many divisions by sums")
+def _check_divisor(divisor, parser):
+    if divisor == 0:
+        raise Unreadable("division by zero")
+    parser.divisions_by_sums += divisor.is_Add
+    if parser.divisions_by_sums > MAX_DIVISIONS_BY_SUMS:
+        raise Unreadable("too many divisions by sums")
 
 
 def _arith(left, right, op, parser=None):
+    """left op right; `parser` counts the divisions by sums (only a division needs it)."""
     if not (isinstance(left, sympy.Expr) and isinstance(right, sympy.Expr)):
         raise Unreadable("arithmetic on a tuple or set")
-    if op in ("+", "-"):
-        return _check_finite(left + right if op == "+" else left - right)
-    if op == "*":
-        return _check_size(left * right)
-    if right == 0:
-        raise Unreadable("division by zero")
-    _count_division_by_sum(right, parser)
-    return _check_finite(left / right)
+    if op == "/":
+        _check_divisor(right, parser)
+    return _checked(OPERATIONS[op](left, right), product=op == "*")
 
 
 def bounded_power(base, exponent, parser=None):
@@ -352,10 +332,8 @@ def bounded_power(base, exponent, parser=None):
     p, q = int(exponent.p), int(exponent.q)
     if abs(p) > MAX_EXPONENT or q > MAX_ROOT:
         raise Unreadable("exponent too large")
-    if base == 0 and p < 0:
-        raise Unreadable("division by zero")
-    if p < 0:
-        _count_division_by_sum(base, parser)
+    if p < 0:                                       # only `_power` reads a negative exponent
+        _check_divisor(base, parser)
     if base.is_Rational:
         size = max(abs(int(base.p)), int(base.q), 2)
         if abs(p) / q * math.log10(size) > MAX_RESULT_DIGITS:
@@ -366,7 +344,7 @@ def bounded_power(base, exponent, parser=None):
         terms = len(base.args)                      # (a_1 + ... + a_terms)^|p|, expanded:
         if base.is_Add and math.comb(abs(p) + terms - 1, terms - 1) > MAX_EXPANDED_TERMS:
             raise Unreadable("power of a sum too large")          # checked before building it
-    return _check_size(sympy.Pow(base, exponent))
+    return _checked(sympy.Pow(base, exponent), product=True)
 
 
 @functools.lru_cache(maxsize=4096)              # parsing checks each product: children are cached
