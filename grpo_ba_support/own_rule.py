@@ -1,11 +1,5 @@
-"""grpo_ba_support/own_rule.py -- your own aggregation rule, trained as the three are:
-
-    python grpo_ba.py --aggregator my_rules.py:capped_token_mean --steps 30
-
-FILE.py:FUNCTION names a function with the three rules' signature, (per_token_loss (B, T), mask
-(B, T), advantages (B,), group_size G) -> a scalar; train(args) takes the function itself too.
-A run records its spec and the file's sha256: --resume refuses a changed file. Bad input is a
-RuleError: one line, exit 2, nothing written (docs/code-tour.md)."""
+"""grpo_ba_support/own_rule.py -- your own rule, --aggregator FILE.py:FUNCTION (or the function), trained
+and recorded as the three are; bad input: a RuleError, one line, exit 2 (docs/code-tour.md)."""
 import dataclasses
 import hashlib
 import importlib.util
@@ -16,6 +10,8 @@ import re
 import traceback
 
 import torch
+
+from grpo_ba_support.coefficients import rule_coefficients
 
 
 def file_sha256(path: str) -> str:
@@ -44,8 +40,7 @@ def name_of(aggregator) -> str:
 
 
 def function(aggregator):
-    """The function of FILE.py:FUNCTION (loaded once per process), or of a function given; one
-    that cannot take the rules' four arguments is refused here, in a line that says so."""
+    """The function of FILE.py:FUNCTION (loaded once per process) or given; refused unless it takes 4."""
     if callable(aggregator):
         return takes_four_arguments(aggregator, name_of(aggregator))
     if aggregator in _LOADED:
@@ -88,8 +83,7 @@ def _first_line(err) -> str:
 
 
 def _where(err, path) -> str:
-    """' at FILE:LINE', the last line of the rule's own file the error passed through (never a
-    line of grpo_ba.py it called: that is the course's answer, not the problem); '' if none."""
+    """' at FILE:LINE' of the rule's own file, never grpo_ba.py's (the course's answer); '' if none."""
     lines = [frame.lineno for frame in traceback.extract_tb(err.__traceback__)
              if os.path.abspath(frame.filename) == os.path.abspath(path)]
     if isinstance(err, SyntaxError) and err.filename and os.path.abspath(err.filename) == path:
@@ -98,8 +92,7 @@ def _where(err, path) -> str:
 
 
 def spec_of(rule) -> str:
-    """A function's FILE.py:FUNCTION when its file defines it at the top (a resumed run reloads
-    it from there), else its bare name (a notebook's cell: that process only)."""
+    """FILE.py:FUNCTION of a top-level function (resume reloads it), else its name (a notebook's)."""
     path, name = inspect.getsourcefile(rule) if inspect.isfunction(rule) else None, name_of(rule)
     module = inspect.getmodule(rule)
     if path and os.path.isfile(path) and getattr(module, name, None) is rule:
@@ -112,8 +105,7 @@ def spec_of(rule) -> str:
 
 
 def settled(args, saved_sha256=None):
-    """args with a rule the run can record: a function becomes its spec; your rule is loaded and
-    checked now (before any file is written); on --resume its file must be the one recorded."""
+    """args with your rule as its spec, loaded and checked before any file; resumed: the same file."""
     aggregator = args.aggregator
     if aggregator in ("all", "token", "sequence", "balanced"):
         return args
@@ -135,9 +127,8 @@ def record(aggregator) -> dict | None:
 
 
 def check(rule, spec, group_size, micro_batch_size=0):
-    """Before training, call the rule once on a test batch (two groups of G, binary rewards,
-    random token terms): it must return a scalar, finite, with a gradient in l; and be linear in
-    l when micro-batches split groups (the update's exact share needs that)."""
+    """Call the rule once on a test batch (two groups of G, binary rewards, random l): a finite scalar
+    with a gradient in l, and linear in l if micro-batches split groups (their exact share)."""
     takes_four_arguments(rule, spec)
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, 9, (2 * group_size,), generator=generator)
@@ -165,9 +156,8 @@ def check(rule, spec, group_size, micro_batch_size=0):
     if grad is None:
         raise RuleError(f"--aggregator {spec}: {name_of(rule)} has no gradient in per_token_loss")
     if micro_batch_size and micro_batch_size % group_size:
-        zero = torch.zeros_like(loss, requires_grad=True)
-        (coefficients,) = torch.autograd.grad(rule(zero, mask, advantages, group_size), zero)
-        if not torch.isclose(value, (coefficients * mask * loss).sum(), rtol=1e-4, atol=1e-6):
+        coefficients = rule_coefficients(rule, mask, advantages, group_size)        # (B, T)
+        if not torch.isclose(value, (coefficients * loss).sum(), rtol=1e-4, atol=1e-6):
             raise RuleError(f"--aggregator {spec}: --micro-batch-size {micro_batch_size} splits "
                             f"groups of {group_size}, exact for a rule linear in l only, and "
                             f"{name_of(rule)} is not; use a multiple of {group_size}")

@@ -34,14 +34,12 @@ def _note(message):
 
 def pick_device(requested: str) -> torch.device:
     """'auto' -> cuda, then Apple's mps, then cpu; an explicit choice must be available."""
-    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    missing = {"cuda": not torch.cuda.is_available() and "no CUDA device is available here",
+               "mps": not torch.backends.mps.is_available() and "Apple's MPS backend is not available here"}
     if requested == "auto":
-        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
-    if requested == "cuda" and not cuda:
-        raise RunError("--device cuda: no CUDA device is available here (try --device auto)")
-    if requested == "mps" and not mps:
-        raise RunError("--device mps: Apple's MPS backend is not available here "
-                       "(try --device auto)")
+        return torch.device(next((name for name, why in missing.items() if not why), "cpu"))
+    if missing.get(requested):
+        raise RunError(f"--device {requested}: {missing[requested]} (try --device auto)")
     return torch.device(requested)
 
 
@@ -58,8 +56,7 @@ def pick_threads(requested: int, real_model: bool) -> int:
 
 
 def record_start(run_dir: str, start_step: int, warmup: dict | None, provenance=None, rule=None):
-    """Append this start (or resume) to run.json: its step, the machine variant, its provenance
-    (the lab's), warm-up (None: a model as loaded) and your own rule's spec and sha256."""
+    """Append this start to run.json: step, machine variant, warm-up (None: a model), your rule."""
     from toy_tasks.model import machine_variant     # beside the warm-up cache key that uses it
     record = read_run_record(run_dir) if start_step > 0 else {"starts": []}
     start = {"step": start_step, "machine": machine_variant(), "warmup": warmup,
@@ -94,8 +91,7 @@ def autocast_dtype(device_type: str, dtype: str, log=_note) -> str:
 
 
 def prepare_output_dir(out: str, keep: bool = True) -> str:
-    """Create `out` and make sure it can be written, or fail with one clear line. keep=False:
-    only check, and remove again the folders this made (nothing stays if the run never starts)."""
+    """Create `out`, writable, or fail in one line; keep=False: check, then remove what it made."""
     made = os.path.abspath(out)
     while not os.path.exists(os.path.dirname(made)) and os.path.dirname(made) != made:
         made = os.path.dirname(made)                 # the first folder that does not exist yet
@@ -133,8 +129,7 @@ def append_metrics(path: str, metrics: dict) -> str:
 
 
 def write_atomic(path: str, text: str, write=None):
-    """Replace `path` by `text` (or what `write(binary_file)` writes) atomically: a synced temp
-    file renamed over it (a kill keeps the old file), its directory synced (POSIX)."""
+    """`path` := `text` (or what `write(file)` writes): a synced temp file renamed over it, dir synced."""
     with open(path + ".tmp", "wb") as f:
         f.write(text.encode()) if write is None else write(f)
         f.flush()
@@ -200,8 +195,8 @@ def _flag(name: str) -> str:
 
 
 def resumed_args(run_dir: str, given: dict, defaults: dict, machine_flags=MACHINE_FLAGS) -> dict:
-    """A resumed run's settings: args.json of `run_dir` (defaults for what it lacks), then the
-    flags typed: --steps (checked later) and machine flags may change, others must equal it."""
+    """args.json of `run_dir` (defaults for what it lacks), then the flags typed, which must equal it
+    (--steps, checked later, and machine flags may change)."""
     saved, path = read_args(run_dir), os.path.join(run_dir, "args.json")
     saved.pop("rule_sha256", None)                  # your rule's file: checked by Run
     unknown = sorted(set(saved) - set(defaults))
@@ -234,8 +229,8 @@ def model_state(policy) -> dict:
 
 
 def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
-    """Model (or adapter) and optimizer states, RNG states, the step and the metrics lines since
-    the last checkpoint (they restore a file a power cut left behind), as plain data, atomically."""
+    """Model (or adapter), optimizer, RNG states, step and the metrics lines since the last checkpoint
+    (they restore a file a power cut left behind): plain data, atomically."""
     state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
              "torch_rng": torch.get_rng_state(),
              "python_rng": random.getstate(),                   # (int, tuple of ints, None)
@@ -246,8 +241,7 @@ def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
 
 def _restore_from_checkpoint(metrics: list[dict], state: dict, metrics_path: str,
                              ckpt_path: str, log) -> list[dict]:
-    """`metrics` plus the lines up to the checkpoint's step that the file lost (a torn or lost
-    last line), from the lines the checkpoint kept; one note if any."""
+    """`metrics` plus the lines up to its step the file lost, from those the checkpoint kept; a note."""
     have, restored = {m["step"] for m in metrics}, []
     for line in state.get("metrics") or []:        # older checkpoints kept none
         try:
@@ -325,8 +319,7 @@ def _check_fits(path, state, policy, optimizer):
 
 
 def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=_note) -> int:
-    """Check `read_checkpoint`'s state against this policy, optimizer, metrics and --steps; only
-    then load it and drop the metrics lines after it. -> the first step still to run."""
+    """Check the state against policy, optimizer, metrics, --steps; then load it. -> the next step."""
     _check_fits(path, state, policy, optimizer)
     metrics = read_metrics(metrics_path, log)      # a bad middle line stops here, file untouched
     metrics = _restore_from_checkpoint(metrics, state, metrics_path, path, log)
@@ -357,8 +350,7 @@ def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=
 
 
 class RunLogger:
-    """What a run reports besides metrics.jsonl and its log, each method at its moment: train()
-    takes any number (the lab's TensorBoard, completions, export: plumbing/training_run.py)."""
+    """What a run reports besides its files and log, each at its moment (the lab's: plumbing/)."""
     def begin(self, run, start: int, task): pass                # the run directory is written
     def rollout(self, step: int, prompts, batch, rewards): pass  # what the policy wrote
     def log(self, metrics: dict): pass                          # each metrics line, as written
@@ -367,9 +359,7 @@ class RunLogger:
 
 
 class Run:
-    """The bookkeeping around grpo_ba.train()'s loop, so that train() reads as the loop. Created,
-    it sets the device and threads; a bad directory or checkpoint fails before any training. A
-    `log` that is a RunLogger too (grpo_ba_plots.Progress) is also one of the loggers."""
+    """The bookkeeping around train()'s loop; a bad directory or checkpoint fails when created."""
     def __init__(self, args, log=print, loggers=()):
         resumed = args.resume and os.path.exists(os.path.join(args.resume, "args.json"))
         saved = read_args(args.resume).get("rule_sha256") if resumed else None
@@ -386,7 +376,7 @@ class Run:
             torch.set_num_threads(pick_threads(args.threads, real_model=bool(args.model)))
             torch.set_flush_denormal(True)         # Adam's tiny second moments: 10x slower sqrt
         self.args, self.log, self.out = args, log, args.output_dir
-        self.loggers = list(loggers) + ([log] if isinstance(log, RunLogger) else [])
+        self.loggers = list(loggers) + ([log] if isinstance(log, RunLogger) else [])  # Progress
         self.checkpoint_path, self.metrics_path = (os.path.join(self.out, name)
                                                    for name in ("checkpoint.pt", "metrics.jsonl"))
         self.saved = read_checkpoint(self.checkpoint_path, self.device) if args.resume else None
@@ -394,8 +384,7 @@ class Run:
         self.since_checkpoint = []                 # metrics lines the next checkpoint keeps
 
     def begin(self, policy, optimizer, task):
-        """Write the run directory (args.json, an empty metrics.jsonl, run.json), or restore a
-        resumed run's checkpoint. -> args with a dtype this device computes in."""
+        """Write args.json, metrics.jsonl, run.json or restore a checkpoint. -> args, a dtype that works."""
         args, out, self.start = self.args, prepare_output_dir(self.out), 0
         self.grpo_started = time.time()            # what came before: the warm-up, the model
         if self.replaces and os.path.exists(self.checkpoint_path):
@@ -422,8 +411,7 @@ class Run:
         return self.args
 
     def steps(self):
-        """(step, its seed, whether it evaluates first) of the steps still to run, torch reseeded
-        from (seed, step); an evaluation (0, every --eval-every, dense steps) precedes an update."""
+        """(step, its seed, whether it evaluates first) of the steps to run; torch reseeded per step."""
         dense_until, dense_every = designs.dense_eval(self.args.design)
         for step in range(self.start, self.args.steps):
             self.step, self.step_start = step, time.time()
@@ -435,8 +423,7 @@ class Run:
             logger.rollout(self.step, prompts, batch, rewards)
 
     def record(self, step, metrics, final, policy, optimizer) -> dict:
-        """Append the step's metrics line (synced before any checkpoint), after the last step the
-        `final` evaluation's; log; checkpoint every --eval-every steps, at the last, on Ctrl-C."""
+        """Append the step's (and `final`) metrics, synced; log; checkpoint each --eval-every, last, ^C."""
         args, m = self.args, {"step": step, **metrics, "step_time": time.time() - self.step_start}
         for line in (m, final) if final is not None else (m,):
             self.since_checkpoint.append(append_metrics(self.metrics_path, line))
@@ -485,8 +472,7 @@ class Run:
         outputs = [name + ("/" if os.path.isdir(os.path.join(self.out, name)) else "")
                    for name in sorted(os.listdir(self.out)) if not name.startswith(".")]
         minutes, before = (time.time() - self.grpo_started) / 60, self.grpo_started - self.started
-        warmup = (f" (+{before / 60:.1f} min before step 0: warm-up, loading)" if before > 30
-                  else "")
+        warmup = f" (+{before / 60:.1f} min before step 0: warm-up, loading)" if before > 30 else ""
         self.log(f"[{own_rule.name_of(self.args.aggregator)}] done: {accuracy}{minutes:.1f} min "
                  f"of GRPO{warmup}; in {self.out}: {', '.join(outputs)} (docs/outputs.md)")
         return self.out

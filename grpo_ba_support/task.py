@@ -68,8 +68,7 @@ def build(args, log=print):
 
 
 def toy_task(world, tokenizer, warmup: dict | None = None) -> Task:
-    """The toy's problems, its prompts (<bos> then the sum), the world's forced starts, and its
-    score: the last number written is the sum (verifier.verify agrees on every toy answer)."""
+    """The toy's problems, prompts (<bos> then the sum), forced starts and score (the last number)."""
     train, heldout = make_problems()
     bos = tokenizer.bos_token
     return Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix,
@@ -100,31 +99,27 @@ def no_progress_bars():
         (hub_utils.disable_progress_bars if hub_was_off else hub_utils.enable_progress_bars)()
 
 
+def from_pretrained(auto_class, what: str, name_or_path: str, **kwargs):
+    """auto_class.from_pretrained, quietly; an unreadable path or id is a SetupError in one line."""
+    try:
+        with no_progress_bars():
+            return auto_class.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
+    except OSError as err:
+        raise SetupError(f"cannot load {what} {name_or_path!r}: {str(err).splitlines()[0]}") from None
+
+
 def load_model(name_or_path: str, attn_implementation: str | None = "sdpa"):
     """Any HF causal LM (hub id or local directory), weights in float32 (--dtype: autocast's)."""
     from transformers import AutoModelForCausalLM
     check_model_path(name_or_path)
-    kwargs = {"dtype": torch.float32}
-    if attn_implementation:
-        kwargs["attn_implementation"] = attn_implementation
-    try:
-        with no_progress_bars():
-            return AutoModelForCausalLM.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
-    except OSError as err:
-        raise SetupError(f"cannot load model {name_or_path!r}: "
-                         f"{str(err).splitlines()[0]}") from None
+    attention = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    return from_pretrained(AutoModelForCausalLM, "model", name_or_path, dtype=torch.float32, **attention)
 
 
 def load_tokenizer(name_or_path: str):
     """Its tokenizer, padding on the left (generation continues from the prompt's end)."""
     from transformers import AutoTokenizer
-    try:
-        with no_progress_bars():
-            tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(name_or_path),
-                                                      padding_side="left")
-    except OSError as err:
-        raise SetupError(f"cannot load tokenizer {name_or_path!r}: "
-                         f"{str(err).splitlines()[0]}") from None
+    tokenizer = from_pretrained(AutoTokenizer, "tokenizer", name_or_path, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -144,9 +139,8 @@ PROBLEMS = {"malformed_json": "malformed JSON", "missing_prompt": "no prompt",
 
 
 def read_dataset(source: str, tokenizer=None, max_tokens: int = 0, why: str = "") -> list:
-    """[{"prompt", "answer"}] of a .jsonl / .json / .parquet file or a hub dataset id: a prompt
-    is text or chat messages, an answer text, a number or a list of acceptable answers. The
-    first row training cannot use stops the run in one line naming file, row and problem."""
+    """[{"prompt", "answer"}] of a file or hub id (prompt: text or chat; answer: text, number or a list);
+    the first row training cannot use stops the run in one line naming file, row and problem."""
     rows = []
     for where, row in read_records(source):
         fields = {} if isinstance(row, str) else row     # a str: why the line is not JSON
@@ -234,9 +228,8 @@ def answer_problem(answer, column: str = "answer"):
 
 
 def measure_prompt(tokenizer, prompt, max_tokens: int = 0, why: str = ""):
-    """(tokens, problem): the prompt's length as the policy is fed it (chat template, then
-    tokens as rollout() makes them), and (kind, detail) if the template refuses it or it
-    exceeds max_tokens (0: no limit); (None, None) without a tokenizer."""
+    """(tokens as rollout() feeds them, (kind, detail) if the chat template refuses it or it exceeds
+    max_tokens (0: none)); (None, None) without a tokenizer."""
     if tokenizer is None:
         return None, None
     try:
@@ -275,8 +268,8 @@ def format_prompt(tokenizer, prompt) -> str:
 
 
 def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
-    """Every id that ends a response: the tokenizer's EOS, the generation config's (Qwen3 lists
-    two), the chat template's end of turn (a base model through a template stops there too)."""
+    """Every id that ends a response: the tokenizer's EOS, the generation config's (Qwen3's two), the
+    chat template's end of turn (a base model through a template stops there too)."""
     ids = [tokenizer.eos_token_id]
     configured = getattr(generation_config, "eos_token_id", None)
     ids += configured if isinstance(configured, (list, tuple)) else [configured]
