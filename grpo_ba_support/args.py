@@ -1,10 +1,5 @@
-"""grpo_ba_support/args.py -- the command line of grpo_ba.py: one dataclass, one flag per field.
-
-A run's settings are `Args` (`parse_args(["--aggregator", "balanced"])`), one --help line a field;
-a run's args.json is `dataclasses.asdict(args)`. `parse_args` applies each source of defaults
-once, the later winning: the field's, a --preset, a toy --design (toy_tasks/designs.py), a
---config FILE (JSON: a run's args.json works), the flags typed. The lab subclasses Args.
-"""
+"""grpo_ba_support/args.py -- the command line of grpo_ba.py: `Args`, one flag and --help line a field,
+args.json its asdict; `parse_args`'s sources of defaults: docs/code-tour.md. The lab subclasses Args."""
 from __future__ import annotations
 
 import argparse
@@ -33,9 +28,8 @@ PRESETS = {
 }
 # What each preset's GPU memory is known from, as --help says it: the committed log, not a hope.
 PRESET_MEMORY = {
-    "qwen3-1.7b": "peak 40.2 GiB in scripts/gpu_check.py's 2 steps (random weights, 8x8, 1000 new "
-                  "tokens, sampling with generate) on a 141 GB H200 "
-                  "(assets/gpu-check-2026-12-04/); "
+    "qwen3-1.7b": "peak 40.2 GiB in scripts/gpu_check.py's 2 steps (random weights, 8x8, 1000 new tokens, "
+                  "sampling with generate) on a 141 GB H200 (assets/gpu-check-2026-12-04/); "
                   "grpo_ba.py itself and 80 GB cards: unmeasured",
 }
 
@@ -91,8 +85,7 @@ class Args:
 
 
 class _Rules(tuple):
-    """--aggregator's choices: all, the three rules, and any FILE.py:FUNCTION (your own rule,
-    grpo_ba_support/own_rule.py), as --help and a wrong choice show them."""
+    """--aggregator's choices as --help shows them; any FILE.py:FUNCTION (own_rule.py) is one too."""
     def __contains__(self, value):
         return tuple.__contains__(self, value) or own_rule.is_spec(value)
 
@@ -116,8 +109,7 @@ class UsageError(ValueError):
 
 
 def run_command(prog: str, body, interrupted: str = "interrupted") -> int:
-    """Every command's exit: body()'s code (None: 0); 2 for what the user can mend (a ValueError
-    or OSError: each line printed as `prog: error: ...`); 130 on Ctrl-C."""
+    """body()'s exit code (None: 0); 2 for a ValueError or OSError, `prog: error: ...`; 130 on Ctrl-C."""
     try:
         return body() or 0
     except KeyboardInterrupt:
@@ -141,9 +133,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(cls=Args, prog="grpo_ba.py", description="", choices=CHOICES, epilog=None,
                  design=designs.NO_DESIGN):
-    """--config, then a flag per field of `cls`; every default is SUPPRESS, so the parsed
-    namespace holds exactly the flags typed. --help shows the defaults of a run with no flag,
-    `design`'s where it sets them."""
+    """--config, then a flag per field of `cls`, defaults SUPPRESS (the namespace: the flags typed);
+    --help shows the defaults of a run with no flag, `design`'s where it sets them."""
     fields = {f.name: f.default for f in dataclasses.fields(cls)}
     run = {**fields, **{k: v for k, v in designs.design_flags(design).items() if k in fields}}
     changed = [f"--{k.replace('_', '-')} {fields[k]}" for k in fields if run[k] != fields[k]]
@@ -200,10 +191,8 @@ def course_design(chosen: dict) -> str:
 def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=CHOICES,
                config_reader=read_config, machine_flags=grpo_ba_run.MACHINE_FLAGS,
                auto_design=course_design, rule_required_with_model=False, **parser_kw):
-    """A command line -> `cls`: each source of defaults applied once, here (the fields', --preset,
-    --design, --config, the flags typed). With --resume DIR its args.json replaces the first
-    four (grpo_ba_run.resumed_args: only --steps and machine flags may differ). grpo_ba.py's
-    rule_required_with_model: --model or --preset needs --aggregator, typed or in --config."""
+    """A command line -> `cls`: fields', --preset, --design, --config, typed, the later winning (--resume:
+    args.json, resumed_args); rule_required_with_model: --model or --preset needs --aggregator."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser_kw.setdefault("epilog", LAB if cls is Args else None)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
