@@ -100,10 +100,6 @@ METAVARS = {"output_dir": "DIR", "resume": "DIR", "preset": "NAME", "model": "NA
             "dataset": "FILE"}
 
 
-LAB = ("the lab, in the course repository (docs/lab.md), builds on these: python -m "
-       "grpo_ba_lab.train (LoRA, the toy's knobs), grpo_ba_lab.analysis.sweep (paired seeds) ...")
-
-
 class UsageError(ValueError):
     """Bad input: reported as one line on stderr with exit code 2."""
 
@@ -194,7 +190,9 @@ def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=
     """A command line -> `cls`: fields', --preset, --design, --config, typed, the later winning (--resume:
     args.json, resumed_args); rule_required_with_model: --model or --preset needs --aggregator."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser_kw.setdefault("epilog", LAB if cls is Args else None)
+    parser_kw.setdefault("epilog", "the lab, in the course repository (docs/lab.md), builds on these: python "
+                         "-m grpo_ba_lab.train (LoRA, the toy's knobs), grpo_ba_lab.analysis.sweep (paired "
+                         "seeds) ..." if cls is Args else None)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     typed = vars(build_parser(cls, prog, choices=choices, design=auto_design(defaults),
                               **parser_kw).parse_args(argv))

@@ -1,6 +1,5 @@
-"""grpo_ba_support/run.py -- a run on disk and on its machine: what grpo_ba.train() does besides the
-algorithm (`Run`), and its files (docs/outputs.md). It survives Ctrl-C, a hard kill and a file
-handed over by someone else (docs/robustness.md). A problem is a `RunError`: one line, exit 2."""
+"""grpo_ba_support/run.py -- what train() does besides the algorithm (`Run`) and its files (docs/outputs.md),
+safe from Ctrl-C, a kill and foreign files (docs/robustness.md); a `RunError`: one line, exit 2."""
 import contextlib
 import dataclasses
 import json

@@ -1,6 +1,5 @@
-"""grpo_ba_support/task.py -- what grpo_ba.train() trains on: the policy, its tokenizer, the task:
-the toy of --design (toy_tasks/), or --model (any Hugging Face causal LM, its chat template) with
---dataset (rows of {"prompt", "answer"}: .jsonl / .json / .parquet or a hub id, golds checked)."""
+"""grpo_ba_support/task.py -- what grpo_ba.train() trains on: the policy, its tokenizer, the task: the
+toy of --design (toy_tasks/), or --model (a HF causal LM) with --dataset (rows checked, docs/code-tour.md)."""
 import contextlib
 import json
 import os
@@ -36,8 +35,7 @@ def build(args, log=print):
         if not args.dataset:
             raise SetupError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet "
                              "file)")
-        check_model_path(args.model)
-        tokenizer, policy = load_tokenizer(args.model), load_model(args.model)
+        tokenizer, policy = load_tokenizer(args.model), load_model(args.model)   # paths checked
         context = getattr(policy.config.get_text_config(), "max_position_embeddings", None)
         room = context and max(1, context - args.max_new_tokens)     # the prompt's share
         rows = read_dataset(args.dataset, tokenizer, room,
@@ -101,6 +99,7 @@ def no_progress_bars():
 
 def from_pretrained(auto_class, what: str, name_or_path: str, **kwargs):
     """auto_class.from_pretrained, quietly; an unreadable path or id is a SetupError in one line."""
+    check_model_path(name_or_path)
     try:
         with no_progress_bars():
             return auto_class.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
@@ -111,7 +110,6 @@ def from_pretrained(auto_class, what: str, name_or_path: str, **kwargs):
 def load_model(name_or_path: str, attn_implementation: str | None = "sdpa"):
     """Any HF causal LM (hub id or local directory), weights in float32 (--dtype: autocast's)."""
     from transformers import AutoModelForCausalLM
-    check_model_path(name_or_path)
     attention = {"attn_implementation": attn_implementation} if attn_implementation else {}
     return from_pretrained(AutoModelForCausalLM, "model", name_or_path, dtype=torch.float32, **attention)
 
