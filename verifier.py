@@ -1,17 +1,15 @@
-"""verifier.py -- is a completion's final answer equal to the gold answer?
+"""verifier.py -- is a completion's final answer equal to the gold answer? A dataset's reward:
+the toy does not use it (toy_tasks.score_running_sums scores `63 66`, the last number written).
 
     verify("Answer: 3.5", "7/2")                               -> 1.0
     verify("\\boxed{\\frac{1}{\\sqrt2}}", "\\frac{\\sqrt{2}}{2}")   -> 1.0
     verify("\\boxed{42}", ["41", "42"])                        -> 1.0   (any acceptable gold)
 
-Public API: verify(completion, gold) -> 1.0 or 0.0, never raises; extract_answer(text) -> the
-final-answer string or None; parse_gold(gold) and parse_value(answer) -> the value read, or
-None when unreadable (a gold it cannot read scores only the same text: check datasets with it).
-Equality is exact and symbolic, never by floating point (`\\sqrt{8}` = `2\\sqrt{2}`, `0.7499`
-!= `3/4`). Not read: symbolic exponents (`2^x`), functions (`\\sin`, `\\log`), inequalities,
-equations other than `variable = value`. Model output never reaches `sympify`, `parse_expr` or
-`eval` (grpo_ba_support/answer_grammar.py); no `simplify`; malformed input scores 0.0. What is
-read, how it compares, what is refused: docs/verifier.md."""
+verify never raises; extract_answer(text) -> the final answer or None; parse_gold(gold) and
+parse_value(answer) -> the value read, or None (an unreadable gold scores only the same text).
+Equality is exact and symbolic, not floating point (`\\sqrt{8}` = `2\\sqrt{2}`, `0.7499` != `3/4`).
+Model output never reaches `sympify`, `parse_expr` or `eval` (grpo_ba_support/answer_grammar.py).
+What is read, what is not (`2^x`, `\\sin`, inequalities), what is refused: docs/verifier.md."""
 import functools
 import re
 
@@ -26,7 +24,7 @@ MAX_WORD_CHARS = 60           # a word answer (`\text{Monday}`) is at most this 
 MAX_COMPARE_TERMS = 600       # terms one comparison may expand; beyond, judged unequal
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
-_MARKERS = re.compile(r"\\boxed\s*\{|\\fbox\s*\{|Answer\s*:|####")
+_MARKERS = re.compile(r"\\boxed\s*\{|\\fbox\s*\{|Answer\s*:|####(?!#)")   # `#####`: the last four
 _BRACE = re.compile(r"[{}]")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _MINERVA_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*", re.I)
@@ -44,19 +42,12 @@ def _braced(text: str, start: int) -> str | None:
 
 
 def _marked_answer(text: str) -> tuple[bool, str | None]:
-    """(whether `text` has an answer marker, the answer after the last one). The last marker
-    decides, readable or not; it is found from the end (fast on 200k characters)."""
-    last = None
-    for literal in ("\\boxed", "\\fbox", "Answer", "####"):
-        end = len(text)
-        while (pos := text.rfind(literal, 0, end)) >= 0 and (last is None or pos > last.start()):
-            match = _MARKERS.match(text, pos)
-            if match:
-                last = match
-                break
-            end = pos + len(literal) - 1
-    if last is None:
+    """(whether `text` has an answer marker, the answer after the last one): the last marker
+    decides, readable or not."""
+    markers = list(_MARKERS.finditer(text))
+    if not markers:
         return False, None
+    last = markers[-1]
     if last.group().startswith("\\"):
         answer = _braced(text, last.end())           # None when truncated: no answer
     else:
@@ -127,9 +118,7 @@ def normalise(answer: str) -> str | None:
             break
         answer = stripped
     for _ in range(4):                               # \text{(C)} -> (C), nested at most 4 deep
-        answer, count = _TEXT_GROUP.subn(r"\1", answer)
-        if not count:
-            break
+        answer = _TEXT_GROUP.sub(r"\1", answer)
     answer = answer.strip()
     if _GROUPED_THOUSANDS.fullmatch(answer):
         answer = answer.replace(",", "")
@@ -152,8 +141,7 @@ def parse_value(answer: str | None):
 # -- exact comparison ---------------------------------------------------------------------
 class _Budget:
     """Terms that the comparisons of one `verify` call may still expand (sets compare pairwise)."""
-    def __init__(self, terms: int = MAX_COMPARE_TERMS):
-        self.terms = terms
+    terms = MAX_COMPARE_TERMS
 
 
 def _same_expr(a: sympy.Expr, b: sympy.Expr, budget: _Budget) -> bool:
@@ -179,9 +167,7 @@ def _same_expr(a: sympy.Expr, b: sympy.Expr, budget: _Budget) -> bool:
     return budget.terms >= 0 and sympy.expand(difference) == 0
 
 
-def _same_items(a: tuple, b: tuple, ordered: bool, budget: _Budget) -> bool:
-    if ordered:
-        return len(a) == len(b) and all(_same_value(x, y, budget) for x, y in zip(a, b))
+def _same_unordered(a: tuple, b: tuple, budget: _Budget) -> bool:
     unmatched = list(b)                               # multiset matching, <= 16 x 16
     for x in a:
         match = next((i for i, y in enumerate(unmatched) if _same_value(x, y, budget)), None)
@@ -202,10 +188,11 @@ def _same_value(a, b, budget: _Budget) -> bool:
     if isinstance(a, AnswerSet) or isinstance(b, AnswerSet):
         a_items = a.items if isinstance(a, AnswerSet) else (a,)      # `5` = `\{5\}`
         b_items = b.items if isinstance(b, AnswerSet) else (b,)
-        return len(a_items) == len(b_items) and _same_items(a_items, b_items, False, budget)
-    if isinstance(a, Brackets) or isinstance(b, Brackets):
-        return (isinstance(a, Brackets) and isinstance(b, Brackets) and a.open == b.open
-                and a.close == b.close and _same_items(a.items, b.items, True, budget))
+        return len(a_items) == len(b_items) and _same_unordered(a_items, b_items, budget)
+    if isinstance(a, Brackets) or isinstance(b, Brackets):             # same brackets, in order
+        return (isinstance(a, Brackets) and isinstance(b, Brackets)
+                and (a.open, a.close) == (b.open, b.close) and len(a.items) == len(b.items)
+                and all(_same_value(x, y, budget) for x, y in zip(a.items, b.items)))
     return _same_expr(a, b, budget)
 
 
@@ -228,16 +215,12 @@ def _read_gold(gold) -> tuple[str | None, object]:
 
 @functools.lru_cache(maxsize=1024)
 def _read_gold_text(gold: str):
-    try:
-        text = normalise(gold)
-        value = parse_value(gold)                    # a gold is never read by its last number
-        if value is None:
-            marked, answer = _marked_answer(gold[-MAX_TEXT_CHARS:])
-            if marked:
-                text, value = normalise(answer), parse_value(answer)
-        return text, value
-    except Exception:
-        return None, None
+    text, value = normalise(gold), parse_value(gold)     # never by its last number
+    if value is None:
+        marked, answer = _marked_answer(gold[-MAX_TEXT_CHARS:])
+        if marked:
+            text, value = normalise(answer), parse_value(answer)
+    return text, value
 
 
 def verify(completion: str, gold) -> float:
@@ -261,24 +244,20 @@ def verify(completion: str, gold) -> float:
 
 
 # -- from the shell -----------------------------------------------------------------------
-def explain(completion: str, golds: list[str]) -> list[str]:
-    """The reward, then what was read: each line `what: text -> value` (None: unreadable)."""
-    answer = extract_answer(completion)
-    lines = [f"{verify(completion, golds):.0f}",
-             f"completion's answer: {answer!r} -> {parse_value(answer)}"]
-    return lines + [f"gold: {gold!r} -> {parse_gold(gold)}" for gold in golds]
-
-
-def main(argv=None, prog: str = "python verifier.py") -> int:
-    """`python verifier.py COMPLETION GOLD [GOLD ...]` (installed: python -m verifier)."""
+def main(argv=None) -> int:
+    """`python verifier.py COMPLETION GOLD [GOLD ...]` (installed: python -m verifier): the reward,
+    then what was read, each line `what: text -> value` (None: unreadable)."""
     import argparse
-    parser = argparse.ArgumentParser(prog=prog, description=(
+    parser = argparse.ArgumentParser(prog="python verifier.py", description=(
         "Check one answer the way training rewards it: the reward, then what the verifier "
         "read from the completion and from each gold."))
     parser.add_argument("completion", help="the model's text (its last \\boxed{}, Answer: or ####)")
     parser.add_argument("gold", nargs="+", help="the gold answer; several: right if any matches")
     args = parser.parse_args(argv)
-    print("\n".join(explain(args.completion, args.gold)))
+    answer = extract_answer(args.completion)
+    print(f"{verify(args.completion, args.gold):.0f}",
+          f"completion's answer: {answer!r} -> {parse_value(answer)}",
+          *(f"gold: {gold!r} -> {parse_gold(gold)}" for gold in args.gold), sep="\n")
     return 0
 
 
