@@ -208,12 +208,11 @@ def _read_gold(gold) -> tuple[str | None, object]:
         gold = str(gold)
     if not isinstance(gold, str):
         return None, None
-    # a GRPO group scores G completions per gold: a short gold is read once
     read = _read_gold_text if len(gold) <= MAX_ANSWER_CHARS else _read_gold_text.__wrapped__
     return read(gold)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024)    # a GRPO group scores G completions per gold: read it once
 def _read_gold_text(gold: str):
     text, value = normalise(gold), parse_value(gold)     # never by its last number
     if value is None:

@@ -1,9 +1,7 @@
 """grpo_ba_support/answer_grammar.py -- the verifier's answer language, read as exact sympy values.
-
-Untrusted model output (normalised by verifier.py: no `$`, `\\left`, units, `\\text{}`), never
-handed to `sympify`, `parse_expr` or `eval`: a fixed-vocabulary tokenizer and a recursive-descent
-parser build sympy objects directly, with bounds that keep every parse and comparison fast. The
-grammar and the values it builds: docs/verifier.md ("The grammar"). Anything else: `Unreadable`."""
+Untrusted model output (normalised by verifier.py), never handed to `sympify`, `parse_expr` or `eval`:
+a fixed-vocabulary tokenizer and a bounded recursive-descent parser build sympy objects directly.
+The grammar and the values it builds: docs/verifier.md ("The grammar"). Else: `Unreadable`."""
 import functools
 import math
 import operator
@@ -62,11 +60,9 @@ def _is_variable(token: str) -> bool:
 
 def _kind(token: str) -> str:
     """v: a variable; a: another word or number; i: `\\in`; the rest of `=(),_` as themselves."""
-    if _is_variable(token):
-        return "v"
     if token in ("=", "(", ")", ",", "_"):
         return token
-    return "i" if token == "\\in" else "a" if token.isalnum() else "."
+    return "v" if _is_variable(token) else "i" if token == "\\in" else "a" if token.isalnum() else "."
 
 
 class AnswerParser:
@@ -93,20 +89,23 @@ class AnswerParser:
             raise Unreadable("nested too deeply")
 
     def parse(self):
-        if not self.tokens:
-            raise Unreadable("empty")
         items = self._items(stop=None)
         if self._peek() is not None:
             raise Unreadable("trailing tokens")
         return items[0] if len(items) == 1 else AnswerSet(tuple(items))
 
-    def _items(self, stop, allow_two=True):
-        items = self._item(allow_two)
-        while self._peek() == ",":
+    def _separated(self, read, separator: str) -> list:
+        """read() (separator read())*: at most MAX_ITEMS values (`read` returns a list)."""
+        values = read()
+        while self._peek() == separator:
             self._take()
-            items.extend(self._item(allow_two))
-            if len(items) > MAX_ITEMS:
-                raise Unreadable("too many items")
+            values += read()
+            if len(values) > MAX_ITEMS:
+                raise Unreadable(f"too many items separated by {separator}")
+        return values
+
+    def _items(self, stop, allow_two=True):
+        items = self._separated(lambda: self._item(allow_two), ",")
         if stop is not None and self._peek() not in stop:
             raise Unreadable("unclosed bracket")
         return items
@@ -126,12 +125,7 @@ class AnswerParser:
         return [value]
 
     def _union(self):
-        pieces = [self._expr()]
-        while self._peek() == "\\cup":
-            self._take()
-            pieces.append(self._expr())
-            if len(pieces) > MAX_ITEMS:
-                raise Unreadable("too many intervals")
+        pieces = self._separated(lambda: [self._expr()], "\\cup")
         return pieces[0] if len(pieces) == 1 else sympy.Union(*map(to_interval, pieces))
 
     def _expr(self):
