@@ -161,8 +161,7 @@ def _same_expr(a: sympy.Expr, b: sympy.Expr, budget: _Budget) -> bool:
     if probe.is_Rational and probe != 0:            # a nonzero value at one point: unequal
         return False
     if any(power.exp.is_negative and power.base.is_Add for power in difference.atoms(sympy.Pow)):
-        # 1/(1+x) terms: over a common denominator
-        difference = sympy.fraction(sympy.together(difference))[0]
+        difference = sympy.fraction(sympy.together(difference))[0]     # 1/(1+x): one denominator
     budget.terms -= expansion_bound(difference, budget.terms)
     return budget.terms >= 0 and sympy.expand(difference) == 0
 
