@@ -7,8 +7,7 @@
 
 The warm-up corpus slips on 70% of the problems with c > d, 10% of the others; during RL the
 environment forces the start of a fraction (`force_frac`) of the responses, as prompt, not loss.
-The knobs, a worked example and why the world forces: docs/code-tour.md ("The toy world").
-"""
+The knobs, a worked example and why the world forces: docs/code-tour.md ("The toy world")."""
 import random
 import re
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ def make_problems(seed: int = 0, heldout_fraction: float = 0.1):
     problems = [(a, c, d) for a in range(10, 100) for c in range(1, 10) for d in range(1, 10)]
     random.Random(seed).shuffle(problems)
     n_heldout = int(len(problems) * heldout_fraction)
-
     def to_dataset(rows):
         return Dataset.from_dict({"prompt": [f"{a}+{c}+{d}=" for a, c, d in rows],
                                   "answer": [str(a + c + d) for a, c, d in rows]})
@@ -42,19 +40,6 @@ def _parse(prompt: str) -> tuple[int, int, int]:
 def _jitter(size: int) -> int:
     """How far a ramble's length strays from its mean size, either way."""
     return max(2, size // 4)
-
-
-def _ramble(rng: random.Random, gap_size: int) -> str:
-    spread = _jitter(gap_size)
-    return "~" * rng.randint(max(1, gap_size - spread), gap_size + spread)
-
-
-def _loop(rng: random.Random, size: int, number: int) -> str:
-    """A ramble of slip style `loop`: `number` repeated, separated by spaces, as many
-    whole repeats as fit in a `~` ramble's length (at least one). Same draw as _ramble."""
-    length = len(_ramble(rng, size))
-    unit = len(str(number)) + 1                  # "23 "
-    return " ".join([str(number)] * max(1, (length + 1) // unit))
 
 
 @dataclass
@@ -117,8 +102,12 @@ class ToyWorld:
         return f"{first} {last}"
 
     def _write_ramble(self, rng: random.Random, size: int, number: int) -> str:
-        """A ramble of about `size` characters in the world's slip style (after `number`)."""
-        return _loop(rng, size, number) if self.slip_style == "loop" else _ramble(rng, size)
+        """A ramble of about `size` characters in the world's slip style: `~`, or for `loop`
+        `number` repeated ("23 23 23"), as many whole repeats as fit (at least one)."""
+        length = rng.randint(max(1, size - _jitter(size)), size + _jitter(size))
+        if self.slip_style != "loop":
+            return "~" * length
+        return " ".join([str(number)] * max(1, (length + 1) // len(f"{number} ")))
 
     def longest_response(self) -> int:
         """Tokens the longest corpus response can take: the longer ramble with its jitter,
@@ -155,10 +144,8 @@ def length_stats(lengths: torch.Tensor, rewards: torch.Tensor) -> dict[str, floa
     spread (>= 0.5 in regime variance). NaN where a side is empty."""
     lengths, rewards = lengths.float(), rewards.float()
     right, wrong = lengths[rewards > 0.5], lengths[rewards <= 0.5]
-    len_right = right.mean().item() if right.numel() else float("nan")
-    len_wrong = wrong.mean().item() if wrong.numel() else float("nan")
+    len_right, len_wrong = right.mean().item(), wrong.mean().item()      # an empty side: nan
     mean, std = lengths.mean().item(), lengths.std(unbiased=False).item()
     return {"len_mean": mean, "len_std": std, "len_right": len_right, "len_wrong": len_wrong,
-            "wrong_over_right": (len_wrong / len_right if right.numel() and len_right > 0
-                                 else float("nan")),
+            "wrong_over_right": len_wrong / len_right if len_right > 0 else float("nan"),
             "std_over_mean": std / mean if mean > 0 else float("nan")}

@@ -47,8 +47,6 @@ DEMO = "demo"
 # The shipped warm-ups (README.md), and the directory that holds grpo_ba_lab/.
 WARMUPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmups")
 REPO = os.path.dirname(os.path.dirname(WARMUPS))
-
-
 # Warm-up steps by regime where a design sets none: greedy held-out accuracy 0.5-0.6 at step 0.
 WARMUP_STEPS = {"gap": 600, "variance": 1000}
 
@@ -76,15 +74,13 @@ def warmup_steps(name: str) -> int:
 
 
 def warmup_seed(name: str, seed: int) -> int:
-    """The warm-up's seed for RL seed `seed`: each seed its own (version 2's designs), or 0
-    (one shared warm-up, `plain`)."""
+    """The warm-up's seed for RL seed `seed`: its own (OWN_WARMUP), or one shared (0: `plain`)."""
     chosen = design_flags(name).get("warmup_seed", 0)
     return seed if chosen < 0 else chosen
 
 
 def dense_eval(name: str) -> tuple[int, int]:
-    """(until, every): the design's early evaluations, every `every` steps up to step `until`
-    ((0, 1): none), so that rules which separate early are seen."""
+    """(until, every): evaluate every `every` steps to step `until` ((0, 1): none): early splits."""
     flags = design_flags(name)
     return flags.get("eval_dense_until", 0), flags.get("eval_dense_every", 1)
 

@@ -1,11 +1,11 @@
 """toy_tasks/model.py -- the toy's policy: a character-level tokenizer, a tiny Qwen3 from its config
 (nothing downloaded), its supervised warm-up on the toy corpus, cached by its settings (every rule
 and seed starts from the same weights), or a design's shipped file (toy_tasks/warmups/, hashed)."""
-import contextlib
 import hashlib
 import json
 import math
 import os
+import platform
 import shutil
 import time
 
@@ -70,17 +70,15 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
     torch.set_flush_denormal(True)    # Adam's tiny, denormal second moments: 10x slower sqrt
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     ramp = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda s: min(1.0, (s + 1) / ramp) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / ramp) * 0.5
+                                                 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     model.train()
     start = time.time()
     for step in range(steps):
         input_ids, labels = encode_pairs(
             tokenizer, corpus[step * batch_size:(step + 1) * batch_size], width)
-        loss = model(input_ids=input_ids,
-                     attention_mask=(input_ids != tokenizer.pad_token_id).long(),
-                     labels=labels).loss
+        loss = model(input_ids=input_ids, labels=labels,
+                     attention_mask=(input_ids != tokenizer.pad_token_id).long()).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -100,11 +98,10 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
 def machine_variant() -> dict:
     """This process's floating-point path (CPU, kernels: `ATEN_CPU_CAPABILITY` forces them,
     threads, torch), in which long toy trainings are chaotic (docs/toy-designs.md)."""
-    cpu = None                                  # e.g. 'AMD EPYC 7B13'
-    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as f:
-        cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    if cpu is None:
-        import platform
+    try:                                        # e.g. 'AMD EPYC 7B13'
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):            # not Linux
         cpu = platform.processor() or platform.machine()
     return {"cpu_model": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
@@ -113,11 +110,9 @@ def machine_variant() -> dict:
 
 def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> str:
     """Where a warm-up with these settings lives; the settings' hash names it."""
-    corpus = {k: v for k, v in vars(world).items() if k != "force_frac"}   # RL-only setting
-    if corpus.get("slip_style") == "ramble":   # the default style keeps its old keys (and caches)
-        del corpus["slip_style"]
-    if not corpus.get("endless_slips"):         # so does a world without endless slips
-        corpus.pop("endless_slips", None)
+    # force_frac is RL-only; the default slip style and no endless slips keep the old keys (caches)
+    corpus = {k: v for k, v in vars(world).items() if k != "force_frac"
+              and (k, v) not in (("slip_style", "ramble"), ("endless_slips", 0))}
     # the floating-point path is part of the key: a long warm-up trained with other kernels or
     # threads is another policy (docs/toy-designs.md), and must never be served in its place
     fp_path = {k: v for k, v in machine_variant().items() if k in ("cpu_capability", "threads")}
@@ -128,11 +123,8 @@ def warmup_cache_dir(cache_dir: str, world: ToyWorld, steps: int, seed: int) -> 
 
 
 def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def save_warmup_file(model, path: str) -> str:
@@ -161,11 +153,10 @@ def load_warmup_file(path: str, sha256: str | None = None):
 
 
 def default_cache_dir() -> str:
-    """Where warmed-up toy policies are cached: $GRPO_BA_CACHE, else $XDG_CACHE_HOME/grpo_ba,
-    else ~/.cache/grpo_ba; expanded, so that no directory named `~` is ever made."""
+    """The warm-ups' cache: $GRPO_BA_CACHE, else $XDG_CACHE_HOME/grpo_ba, else ~/.cache/grpo_ba."""
     chosen = os.environ.get("GRPO_BA_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "grpo_ba")
-    return os.path.abspath(os.path.expanduser(chosen))
+    return os.path.abspath(os.path.expanduser(chosen))      # expanded: never a folder named `~`
 
 
 # torch makes its compile cache's folder the first time a model loads, by default in /tmp, so
@@ -174,8 +165,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(default_cache_dir(
 
 
 def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, log=print):
-    """The warmed-up toy policy and tokenizer, from the cache or freshly trained, and the
-    warm-up's record (its settings, the machine that trained it, its weights' sha256)."""
+    """(policy, tokenizer, record) of these settings' warm-up: cached, or trained and cached."""
     path = warmup_cache_dir(cache_dir, world, steps, seed)
     os.makedirs(os.path.dirname(path), exist_ok=True)        # the cache, made where it is used
     with open(path + ".lock", "a") as lock:   # parallel runs (the tests' workers) wait, not retrain
