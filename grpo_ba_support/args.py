@@ -1,5 +1,5 @@
-"""grpo_ba_support/args.py -- the command line of grpo_ba.py: `Args`, one flag and --help line a field,
-args.json its asdict; `parse_args`'s sources of defaults: docs/code-tour.md. The lab subclasses Args."""
+"""grpo_ba_support/args.py -- grpo_ba.py's command line: `Args`, a flag and --help line a field,
+args.json its asdict; `parse_args`'s defaults: docs/code-tour.md. The lab subclasses Args."""
 from __future__ import annotations
 
 import argparse
@@ -28,9 +28,9 @@ PRESETS = {
 }
 # What each preset's GPU memory is known from, as --help says it: the committed log, not a hope.
 PRESET_MEMORY = {
-    "qwen3-1.7b": "peak 40.2 GiB in scripts/gpu_check.py's 2 steps (random weights, 8x8, 1000 new tokens, "
-                  "sampling with generate) on a 141 GB H200 (assets/gpu-check-2026-12-04/); "
-                  "grpo_ba.py itself and 80 GB cards: unmeasured",
+    "qwen3-1.7b": "peak 40.2 GiB in scripts/gpu_check.py's 2 steps (random weights, 8x8, 1000 "
+                  "new tokens, sampling with generate) on a 141 GB H200 "
+                  "(assets/gpu-check-2026-12-04/); grpo_ba.py itself and 80 GB cards: unmeasured",
 }
 
 
@@ -85,7 +85,7 @@ class Args:
 
 
 class _Rules(tuple):
-    """--aggregator's choices as --help shows them; any FILE.py:FUNCTION (own_rule.py) is one too."""
+    """--aggregator's choices as --help shows them; any FILE.py:FUNCTION (own_rule.py) too."""
     def __contains__(self, value):
         return tuple.__contains__(self, value) or own_rule.is_spec(value)
 
@@ -105,7 +105,7 @@ class UsageError(ValueError):
 
 
 def run_command(prog: str, body, interrupted: str = "interrupted") -> int:
-    """body()'s exit code (None: 0); 2 for a ValueError or OSError, `prog: error: ...`; 130 on Ctrl-C."""
+    """body()'s exit code (None: 0); 2 on a ValueError or OSError (`prog: error: ...`); 130: ^C."""
     try:
         return body() or 0
     except KeyboardInterrupt:
@@ -187,12 +187,12 @@ def course_design(chosen: dict) -> str:
 def parse_args(argv=None, cls=Args, prog="grpo_ba.py", presets=PRESETS, choices=CHOICES,
                config_reader=read_config, machine_flags=grpo_ba_run.MACHINE_FLAGS,
                auto_design=course_design, rule_required_with_model=False, **parser_kw):
-    """A command line -> `cls`: fields', --preset, --design, --config, typed, the later winning (--resume:
-    args.json, resumed_args); rule_required_with_model: --model or --preset needs --aggregator."""
+    """A command line -> `cls`: fields', --preset, --design, --config, typed, the later winning
+    (--resume: args.json, resumed_args); rule_required_with_model: --model needs --aggregator."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser_kw.setdefault("epilog", "the lab, in the course repository (docs/lab.md), builds on these: python "
-                         "-m grpo_ba_lab.train (LoRA, the toy's knobs), grpo_ba_lab.analysis.sweep (paired "
-                         "seeds) ..." if cls is Args else None)
+    parser_kw.setdefault("epilog", "the lab, in the course repository (docs/lab.md), builds on "
+                         "these: python -m grpo_ba_lab.train (LoRA, the toy's knobs), "
+                         "grpo_ba_lab.analysis.sweep (paired seeds) ..." if cls is Args else None)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     typed = vars(build_parser(cls, prog, choices=choices, design=auto_design(defaults),
                               **parser_kw).parse_args(argv))

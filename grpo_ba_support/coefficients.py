@@ -34,8 +34,9 @@ def rule_coefficients(rule, mask, advantages, group_size):
 
 
 def coefficients_for_split_groups(rule, mask, advantages, group_size, micro_batches):
-    """None when every micro-batch (a slice of rows) holds whole groups, else c = dJ/dl (B, T): a micro-
-    batch's exact part of J is sum_it c_it * l_it over its rows (choice 8); a nonlinear rule is refused."""
+    """None when every micro-batch (a slice of rows) holds whole groups. Else c = dJ/dl of whole
+    groups, (B, T): a micro-batch's exact part of J is sum_it c_it * l_it over its rows (choice 8),
+    for a rule linear in l; one that is not is refused here in one line, before any step."""
     if all(rows.start % group_size == 0 and (rows.stop - rows.start) % group_size == 0
            for rows in micro_batches):
         return None

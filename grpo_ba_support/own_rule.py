@@ -1,5 +1,5 @@
-"""grpo_ba_support/own_rule.py -- your own rule, --aggregator FILE.py:FUNCTION (or the function), trained
-and recorded as the three are; bad input: a RuleError, one line, exit 2 (docs/code-tour.md)."""
+"""grpo_ba_support/own_rule.py -- your own rule, --aggregator FILE.py:FUNCTION (or the function),
+trained and recorded as the three are; bad input: a RuleError, one line, exit 2 (code-tour.md)."""
 import dataclasses
 import hashlib
 import importlib.util
@@ -40,7 +40,7 @@ def name_of(aggregator) -> str:
 
 
 def function(aggregator):
-    """The function of FILE.py:FUNCTION (loaded once per process) or given; refused unless it takes 4."""
+    """The function of FILE.py:FUNCTION (loaded once) or given; refused unless it takes four."""
     if callable(aggregator):
         return takes_four_arguments(aggregator, name_of(aggregator))
     if aggregator in _LOADED:
@@ -83,7 +83,7 @@ def _first_line(err) -> str:
 
 
 def _where(err, path) -> str:
-    """' at FILE:LINE' of the rule's own file, never grpo_ba.py's (the course's answer); '' if none."""
+    """' at FILE:LINE' in the rule's own file, never grpo_ba.py (the course's answer); or ''."""
     lines = [frame.lineno for frame in traceback.extract_tb(err.__traceback__)
              if os.path.abspath(frame.filename) == os.path.abspath(path)]
     if isinstance(err, SyntaxError) and err.filename and os.path.abspath(err.filename) == path:
@@ -92,7 +92,7 @@ def _where(err, path) -> str:
 
 
 def spec_of(rule) -> str:
-    """FILE.py:FUNCTION of a top-level function (resume reloads it), else its name (a notebook's)."""
+    """FILE.py:FUNCTION of a top-level function (resume reloads it), else its name (a cell's)."""
     path, name = inspect.getsourcefile(rule) if inspect.isfunction(rule) else None, name_of(rule)
     module = inspect.getmodule(rule)
     if path and os.path.isfile(path) and getattr(module, name, None) is rule:
@@ -105,7 +105,7 @@ def spec_of(rule) -> str:
 
 
 def settled(args, saved_sha256=None):
-    """args with your rule as its spec, loaded and checked before any file; resumed: the same file."""
+    """args with your rule as its spec, loaded and checked before any file; resumed: same file."""
     aggregator = args.aggregator
     if aggregator in ("all", "token", "sequence", "balanced"):
         return args
@@ -121,14 +121,13 @@ def settled(args, saved_sha256=None):
 
 def record(aggregator) -> dict | None:
     """What args.json's rule_sha256 and run.json keep of your rule (None: one of the three)."""
-    if aggregator not in _LOADED:
-        return None
-    return {"spec": aggregator, "name": name_of(aggregator), "sha256": _LOADED[aggregator][1]}
+    return ({"spec": aggregator, "name": name_of(aggregator), "sha256": _LOADED[aggregator][1]}
+            if aggregator in _LOADED else None)
 
 
 def check(rule, spec, group_size, micro_batch_size=0):
-    """Call the rule once on a test batch (two groups of G, binary rewards, random l): a finite scalar
-    with a gradient in l, and linear in l if micro-batches split groups (their exact share)."""
+    """Call the rule once on a test batch (two groups of G, binary rewards, random l): a finite
+    scalar with a gradient in l, and linear in l if micro-batches split groups (exact share)."""
     takes_four_arguments(rule, spec)
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, 9, (2 * group_size,), generator=generator)

@@ -1,5 +1,5 @@
-"""grpo_ba_support/run.py -- what train() does besides the algorithm (`Run`) and its files (docs/outputs.md),
-safe from Ctrl-C, a kill and foreign files (docs/robustness.md); a `RunError`: one line, exit 2."""
+"""grpo_ba_support/run.py -- what train() does beside the algorithm (`Run`), its files (outputs.md),
+safe from Ctrl-C, a kill, a foreign file (robustness.md); a `RunError`: one line, exit 2."""
 import contextlib
 import dataclasses
 import json
@@ -34,7 +34,8 @@ def _note(message):
 def pick_device(requested: str) -> torch.device:
     """'auto' -> cuda, then Apple's mps, then cpu; an explicit choice must be available."""
     missing = {"cuda": not torch.cuda.is_available() and "no CUDA device is available here",
-               "mps": not torch.backends.mps.is_available() and "Apple's MPS backend is not available here"}
+               "mps": not torch.backends.mps.is_available()
+               and "Apple's MPS backend is not available here"}
     if requested == "auto":
         return torch.device(next((name for name, why in missing.items() if not why), "cpu"))
     if missing.get(requested):
@@ -128,7 +129,7 @@ def append_metrics(path: str, metrics: dict) -> str:
 
 
 def write_atomic(path: str, text: str, write=None):
-    """`path` := `text` (or what `write(file)` writes): a synced temp file renamed over it, dir synced."""
+    """`path` := `text` (or what `write(file)` writes): a synced temp file renamed over it."""
     with open(path + ".tmp", "wb") as f:
         f.write(text.encode()) if write is None else write(f)
         f.flush()
@@ -194,8 +195,8 @@ def _flag(name: str) -> str:
 
 
 def resumed_args(run_dir: str, given: dict, defaults: dict, machine_flags=MACHINE_FLAGS) -> dict:
-    """args.json of `run_dir` (defaults for what it lacks), then the flags typed, which must equal it
-    (--steps, checked later, and machine flags may change)."""
+    """args.json of `run_dir` (defaults for what it lacks), then the flags typed, which must equal
+    it (--steps, checked later, and machine flags may change)."""
     saved, path = read_args(run_dir), os.path.join(run_dir, "args.json")
     saved.pop("rule_sha256", None)                  # your rule's file: checked by Run
     unknown = sorted(set(saved) - set(defaults))
@@ -228,8 +229,8 @@ def model_state(policy) -> dict:
 
 
 def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
-    """Model (or adapter), optimizer, RNG states, step and the metrics lines since the last checkpoint
-    (they restore a file a power cut left behind): plain data, atomically."""
+    """Model (or adapter), optimizer, RNG states, step and the metrics lines since the last
+    checkpoint (they restore a file a power cut left behind): plain data, atomically."""
     state = {"step": step, "model": model_state(policy), "optimizer": optimizer.state_dict(),
              "torch_rng": torch.get_rng_state(),
              "python_rng": random.getstate(),                   # (int, tuple of ints, None)
@@ -240,7 +241,7 @@ def save_checkpoint(path, policy, optimizer, step, metrics_lines=()):
 
 def _restore_from_checkpoint(metrics: list[dict], state: dict, metrics_path: str,
                              ckpt_path: str, log) -> list[dict]:
-    """`metrics` plus the lines up to its step the file lost, from those the checkpoint kept; a note."""
+    """`metrics` plus the lines to its step the file lost, from those the checkpoint kept."""
     have, restored = {m["step"] for m in metrics}, []
     for line in state.get("metrics") or []:        # older checkpoints kept none
         try:
@@ -318,7 +319,7 @@ def _check_fits(path, state, policy, optimizer):
 
 
 def restore_checkpoint(state, path, policy, optimizer, metrics_path, steps, log=_note) -> int:
-    """Check the state against policy, optimizer, metrics, --steps; then load it. -> the next step."""
+    """Check the state against policy, optimizer, metrics, --steps; load it. -> the next step."""
     _check_fits(path, state, policy, optimizer)
     metrics = read_metrics(metrics_path, log)      # a bad middle line stops here, file untouched
     metrics = _restore_from_checkpoint(metrics, state, metrics_path, path, log)
@@ -383,7 +384,7 @@ class Run:
         self.since_checkpoint = []                 # metrics lines the next checkpoint keeps
 
     def begin(self, policy, optimizer, task):
-        """Write args.json, metrics.jsonl, run.json or restore a checkpoint. -> args, a dtype that works."""
+        """Write args.json, metrics.jsonl, run.json, or resume. -> args, a dtype that works."""
         args, out, self.start = self.args, prepare_output_dir(self.out), 0
         self.grpo_started = time.time()            # what came before: the warm-up, the model
         if self.replaces and os.path.exists(self.checkpoint_path):
@@ -410,7 +411,7 @@ class Run:
         return self.args
 
     def steps(self):
-        """(step, its seed, whether it evaluates first) of the steps to run; torch reseeded per step."""
+        """(step, its seed, whether it evaluates first) of the steps to run, torch reseeded."""
         dense_until, dense_every = designs.dense_eval(self.args.design)
         for step in range(self.start, self.args.steps):
             self.step, self.step_start = step, time.time()
@@ -422,7 +423,7 @@ class Run:
             logger.rollout(self.step, prompts, batch, rewards)
 
     def record(self, step, metrics, final, policy, optimizer) -> dict:
-        """Append the step's (and `final`) metrics, synced; log; checkpoint each --eval-every, last, ^C."""
+        """Append the step's (and `final`) metrics; log; checkpoint (--eval-every, last, Ctrl-C)."""
         args, m = self.args, {"step": step, **metrics, "step_time": time.time() - self.step_start}
         for line in (m, final) if final is not None else (m,):
             self.since_checkpoint.append(append_metrics(self.metrics_path, line))

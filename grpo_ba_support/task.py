@@ -1,5 +1,5 @@
-"""grpo_ba_support/task.py -- what grpo_ba.train() trains on: the policy, its tokenizer, the task: the
-toy of --design (toy_tasks/), or --model (a HF causal LM) with --dataset (rows checked, docs/code-tour.md)."""
+"""grpo_ba_support/task.py -- what train() trains on: the policy, its tokenizer, the task: the toy
+of --design (toy_tasks/), or --model (a HF causal LM) with --dataset (docs/code-tour.md)."""
 import contextlib
 import json
 import os
@@ -66,7 +66,7 @@ def build(args, log=print):
 
 
 def toy_task(world, tokenizer, warmup: dict | None = None) -> Task:
-    """The toy's problems, prompts (<bos> then the sum), forced starts and score (the last number)."""
+    """The toy's problems, prompts (<bos> then the sum), forced starts, score (the last number)."""
     train, heldout = make_problems()
     bos = tokenizer.bos_token
     return Task(train.to_list(), heldout.to_list(), lambda p: bos + p, world.forced_prefix,
@@ -104,14 +104,16 @@ def from_pretrained(auto_class, what: str, name_or_path: str, **kwargs):
         with no_progress_bars():
             return auto_class.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
     except OSError as err:
-        raise SetupError(f"cannot load {what} {name_or_path!r}: {str(err).splitlines()[0]}") from None
+        raise SetupError(f"cannot load {what} {name_or_path!r}: "
+                         f"{str(err).splitlines()[0]}") from None
 
 
 def load_model(name_or_path: str, attn_implementation: str | None = "sdpa"):
     """Any HF causal LM (hub id or local directory), weights in float32 (--dtype: autocast's)."""
     from transformers import AutoModelForCausalLM
     attention = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    return from_pretrained(AutoModelForCausalLM, "model", name_or_path, dtype=torch.float32, **attention)
+    return from_pretrained(AutoModelForCausalLM, "model", name_or_path, dtype=torch.float32,
+                           **attention)
 
 
 def load_tokenizer(name_or_path: str):
@@ -137,8 +139,8 @@ PROBLEMS = {"malformed_json": "malformed JSON", "missing_prompt": "no prompt",
 
 
 def read_dataset(source: str, tokenizer=None, max_tokens: int = 0, why: str = "") -> list:
-    """[{"prompt", "answer"}] of a file or hub id (prompt: text or chat; answer: text, number or a list);
-    the first row training cannot use stops the run in one line naming file, row and problem."""
+    """[{"prompt", "answer"}] of a file or hub id (prompt: text or chat; answer: text, number or
+    list); the first row training cannot use stops the run in one line: file, row, problem."""
     rows = []
     for where, row in read_records(source):
         fields = {} if isinstance(row, str) else row     # a str: why the line is not JSON
@@ -266,8 +268,8 @@ def format_prompt(tokenizer, prompt) -> str:
 
 
 def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
-    """Every id that ends a response: the tokenizer's EOS, the generation config's (Qwen3's two), the
-    chat template's end of turn (a base model through a template stops there too)."""
+    """Every id that ends a response: the tokenizer's EOS, the generation config's (Qwen3's two),
+    the chat template's end of turn (a base model through a template stops there too)."""
     ids = [tokenizer.eos_token_id]
     configured = getattr(generation_config, "eos_token_id", None)
     ids += configured if isinstance(configured, (list, tuple)) else [configured]
