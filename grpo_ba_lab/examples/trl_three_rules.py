@@ -127,12 +127,17 @@ def side_by_side(summaries, rewards):
     return "\n".join(lines)
 
 
+def counted(number, noun):
+    """'1 step', '3 steps': the printed lines read as English for --steps 1 too."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def story(summaries, first_loss, rewards, steps, step0, decision_lines):
     """What the runs measured and what to do with it, in words: each number is printed above or
     in the JSON line, what holds by construction is marked as an identity, what one run shows is
     labelled as one run, and the toy's evidence is quoted with its verdicts and its scope."""
     token = summaries["token"]
-    lines = ["", f"What the three runs measured ({steps} steps each; diagnose's numbers on each run's own rollouts):",
+    lines = ["", f"What the three runs measured ({counted(steps, 'step')} each; diagnose's numbers on each run's own rollouts):",
              "- Step 0, the same batch in the three runs: wrong answers were "
              f"{fmt(step0['neg_over_pos'], '.2f')}x as long as right ones (Lbar- {fmt(step0['len_neg'], '.2f')}, "
              f"Lbar+ {fmt(step0['len_pos'], '.2f')}): "
@@ -155,11 +160,11 @@ def story(summaries, first_loss, rewards, steps, step0, decision_lines):
              "so a short response's tokens outweigh a long one's of the same sign; under balanced every token of "
              "a sign weighs the same (an identity of its form, docs/method.md §4)."]
     if steps < SMOKE_TEST_BELOW:
-        lines.append(f"- Which rule trains better: this was a smoke test, {steps} steps of one seed, so the mean "
+        lines.append(f"- Which rule trains better: this was a smoke test, {counted(steps, 'step')} of one seed, so the mean "
                      "rewards (" + ", ".join(f"{rule} {rewards[rule]:.3f}" for rule in rewards)
                      + ") are not compared.")
     else:
-        lines.append("- Which rule trains better: one run, one seed, " f"{steps} steps, no confidence interval "
+        lines.append("- Which rule trains better: one run, one seed, " f"{counted(steps, 'step')}, no confidence interval "
                      "(mean rewards " + ", ".join(f"{rule} {rewards[rule]:.3f}" for rule in rewards)
                      + "): not a verdict either way.")
     lines += ["", "What to do with it: the verdicts come from the toy's registered designs, not from this run. "
@@ -194,7 +199,7 @@ def main(argv=None):
     decision, _ = diagnose.format_decision(diagnose.placement_batch(files["token"],
                                                                     diagnose.read_lines(files["token"])[0]))
     prompts_per_step = STARTS[args.start]["prompts_per_step"]
-    print(f"The three runs' rollouts ({args.steps} steps each, P x G = {prompts_per_step} x {GROUP} per step, "
+    print(f"The three runs' rollouts ({counted(args.steps, 'step')} each, P x G = {prompts_per_step} x {GROUP} per step, "
           f"start: {args.start}), read by python -m grpo_ba_lab.analysis.diagnose:")
     print(side_by_side(summaries, rewards))
     print(f"step 0's rollouts are the same in the three runs (same start and seed): {'yes' if same_start else 'no'}")

@@ -6,6 +6,7 @@ logged it, the identities marked as identities, and the run called a smoke test.
 import importlib.util
 import json
 import os
+import re
 
 import pytest
 
@@ -98,6 +99,9 @@ def test_the_warmup_start_reaches_long_wrong_answers_at_step_0_and_ends_with_the
     measured = (f"wrong answers were {step0['neg_over_pos']:.2f}x as long as right ones (Lbar- "
                 f"{step0['len_neg']:.2f}, Lbar+ {step0['len_pos']:.2f}): the paper's situation")
     assert measured in done.stdout
+    # --steps 1: its lines say "1 step", not "1 steps"
+    assert "(1 step each" in done.stdout and "smoke test, 1 step of one seed" in done.stdout
+    assert re.search(r"(?<![\d.])1 steps\b", done.stdout) is None
     story = done.stdout[done.stdout.index("What the three runs measured"):]
     token = json.loads(done.stdout.strip().splitlines()[-1])["token"]
     recommendation = story.strip().splitlines()[-2]                         # before the JSON line
