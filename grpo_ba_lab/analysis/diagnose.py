@@ -142,7 +142,8 @@ class Line(NamedTuple):
     run: str | None
     convention: tuple            # (adv_scale or None, std, eps): how the trainer computed advantages
     trainer: str | None = None   # "trl" or "verl" where the line says which trainer wrote it (its first step)
-    trained: tuple = (None, None)   # (aggregation_rule, loss_type) where the line says (TRL's dump_rollouts)
+    trained: tuple = (None, None, None, None)   # (aggregation_rule, loss_type, adv_estimator, loss_agg_mode)
+                                                # where the line says: TRL's dump_rollouts; verl's config keys
 
 
 # The step number of each trainer's first training batch: TRL's global_step is 0 while its first batch
@@ -235,9 +236,13 @@ def _read_lines(path: str) -> list[Line]:
 
 
 def _trained(row, where):
-    """(aggregation_rule, loss_type) as the line records them (None where it does not): text or nothing."""
+    """(aggregation_rule, loss_type, adv_estimator, loss_agg_mode) as the line records them (None where it
+    does not): text or nothing. verl's mode names under TRL's key are refused: they would read as another rule."""
+    if row.get("loss_type") in VERL_AGG_FAMILY:
+        raise RolloutsError(f"{where}: loss_type {json.dumps(row['loss_type'])} is verl's loss_agg_mode name; "
+                            "record it as \"loss_agg_mode\" (loss_type is TRL's)")
     out = []
-    for key in ("aggregation_rule", "loss_type"):
+    for key in ("aggregation_rule", "loss_type", "adv_estimator", "loss_agg_mode"):
         value = row.get(key)
         if value is not None and not (isinstance(value, str) and value.strip()):
             raise RolloutsError(f"{where}: {key!r} must be a non-empty string (the rule the run trains with), "
@@ -252,6 +257,11 @@ def _trained(row, where):
 # it). TRL 1.16's loss types, as docs/trainer-names.md's table gives their normalisers.
 TRL_LOSS_FAMILY = {"dapo": "token", "bnpo": "token", "dr_grpo": "token", "cispo": "token", "vespo": "token",
                    "grpo": "sequence", "sapo": "sequence", "luspo": "other"}
+# verl 0.9.1's actor.loss_agg_mode values (docs/trainer-names.md), and the plug-in's estimators, whose rule
+# is their own whatever the mode (verl_balanced.py undoes the mode's normaliser).
+VERL_AGG_FAMILY = {"token-mean": "token", "token-sum": "token", "seq-mean-token-sum": "token",
+                   "seq-mean-token-sum-norm": "token", "seq-mean-token-mean": "sequence"}
+VERL_ESTIMATOR_RULE = {"grpo_token": "token", "grpo_sequence": "sequence", "grpo_balanced": "balanced"}
 
 
 class Trained(NamedTuple):
@@ -263,13 +273,23 @@ class Trained(NamedTuple):
 
 def trained_rule(path: str, rows: list[Line]) -> Trained:
     """The run's rule from its lines' aggregation_rule (AggregationGRPOConfig's, which trains through TRL's
-    dapo) or else loss_type (TRL's); lines that record none are read as token aggregation, and say so.
+    dapo) or else loss_type (TRL's), or verl's adv_estimator (the plug-in's grpo_token, grpo_sequence,
+    grpo_balanced) or else loss_agg_mode; lines that record none are read as token aggregation, and say so.
     A run whose lines record two rules is refused."""
-    rule, loss_type = one_per_run(path, rows, lambda line: line.trained, "aggregation_rule/loss_type {} differ",
-                                  str, "one run trains with one rule")
+    rule, loss_type, estimator, mode = one_per_run(
+        path, rows, lambda line: line.trained, "aggregation_rule/loss_type/adv_estimator/loss_agg_mode {} differ",
+        str, "one run trains with one rule")
     if rule is not None:
         family = rule if rule in ("token", "sequence", "balanced") else "other"
         return Trained(family, f"AggregationGRPOConfig(aggregation_rule={rule!r})", True)
+    if estimator in VERL_ESTIMATOR_RULE:
+        return Trained(VERL_ESTIMATOR_RULE[estimator], f"verl's algorithm.adv_estimator={estimator!r}", True)
+    if mode is not None or estimator is not None:
+        mode = mode or "token-mean"              # verl's default mode
+        family = VERL_AGG_FAMILY.get(mode, "other")
+        said = f"verl's loss_agg_mode={mode!r}" + ("" if estimator is None else f" (adv_estimator={estimator!r})")
+        return Trained(family, said + {"token": ", a token rule", "sequence": ", a sequence rule (a mean over "
+                                       "each response's tokens, then over responses)"}.get(family, ""), True)
     if loss_type is not None:
         family = TRL_LOSS_FAMILY.get(loss_type, "other")
         return Trained(family, f"TRL's loss_type={loss_type!r}"
@@ -345,7 +365,18 @@ def read_lines(path: str, run_id: str | None = None) -> tuple[list[Line], str | 
 
 def _batch(path: str, rows, what: str = ""):
     """rows -> rewards (B,), lengths (B,), G, each group's rows contiguous (groups in
-    order of first appearance, rows in file order); groups of unequal size refused."""
+    order of first appearance, rows in file order); groups of unequal size refused (a verl dump's step 0,
+    its validation, often one response per prompt, is told to drop those lines, as a placeable one is)."""
+    try:
+        return _equal_groups(path, rows, what)
+    except RolloutsError as err:
+        if any(line.step == 0 and line.trainer == "verl" for line in rows):
+            raise RolloutsError(f"{err}. verl's step 0 is its validation, not a training batch: {DROP_STEP_ZERO}") \
+                from None
+        raise
+
+
+def _equal_groups(path: str, rows, what: str):
     groups: dict[str, list] = {}                  # group key -> [(reward, length)]
     first_line: dict[str, int] = {}
     for line in rows:
@@ -647,6 +678,7 @@ class World(NamedTuple):
     name: str
     chosen: str                  # how the world was chosen, quoted wherever its verdicts are
     designs: tuple               # Band and Level entries: where its designs' step-0 ranges and verdicts come from
+    short: str = ""              # how it was chosen, in a few words: on the worlds line, placed or not
 
 
 WORLDS = (
@@ -655,19 +687,26 @@ WORLDS = (
           "on both of its pilot seeds (docs/strong-coupling.md)",
           (Band("strong-band-v3", "assets/strong-band-v3/consequences.md"),
            Band("endless-band-v3", "assets/endless-band-v3/consequences.md"),   # its warm-ups add endless slips
-           Level(REGIME_V3, "strong"), Level(REGIME_V4, "strong"))),
+           Level(REGIME_V3, "strong"), Level(REGIME_V4, "strong")),
+          "chosen after its pilot's accuracies were seen"),
     World("gap 18, spread 8, forced 0.3 (version 2's demo world)",
           "version 2's demo world (the course demo runs strong-band's world since 2026-12-02), fixed before demo-band was registered and after version 2's runs in it "
-          "had been seen (registrations/demo-band-v3.md)",
-          (Band("demo-band-v3", "assets/demo-band-v3/consequences.md"),)),
+          "had been seen, where they had shown balanced ahead of sequence (registrations/demo-band-v3.md); its "
+          "balanced - token is contradicted under its registered rule (version 1's +0.080 lies outside its "
+          "interval) and not detected against 0, the rule adopted after its report (its note of 2026-12-07)",
+          (Band("demo-band-v3", "assets/demo-band-v3/consequences.md"),),
+          "chosen after runs there had shown balanced ahead of sequence (its balanced - token: contradicted "
+          "under its registered rule, not detected against 0, the rule adopted after its report)"),
     World("gap 6",
           "a level chosen by the regime pilot's committed rule, which compares no rules but drops a world whose accuracy fell more than 0.1 from its peak; the pilot's first-round "
           "accuracies were seen before its second round (docs/regime-design.md)",
-          (Level(REGIME_V3, "weak"), Level(REGIME_V4, "weak"))),
+          (Level(REGIME_V3, "weak"), Level(REGIME_V4, "weak")),
+          "chosen by the regime pilot's rule after its first round's accuracies were seen"),
     World("gap 0",
           "a level chosen by the regime pilot's committed rule, which compares no rules but drops a world whose accuracy fell more than 0.1 from its peak; the pilot's first-round "
           "accuracies were seen before its second round (docs/regime-design.md)",
-          (Level(REGIME_V3, "none"),)),
+          (Level(REGIME_V3, "none"),),
+          "chosen by the regime pilot's rule after its first round's accuracies were seen"),
 )
 
 SHARE_COLUMN = "weight share on right answers, run mean"
@@ -1001,6 +1040,10 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
     return f"borderline: {kind}", BORDERLINE_SAID + line[len("recommendation: "):]
 
 
+DROP_STEP_ZERO = ("drop the step-0 lines (e.g. jq -c 'select(.step != 0)' or grep -v '\"step\": 0,') and rerun "
+                  "diagnose: it then places the run by step 1's batch, the one the designs' ranges speak to")
+
+
 def _recommendation(designs, interval, signal_groups, left_out, sides, step, masked, first_step, graded, spread,
                     step_zero_validation=False, trained=None) -> tuple[str, str]:
     token_rule = TOKEN_RULE + (f"; your run: {trained.said}" if trained is not None else "")
@@ -1010,9 +1053,7 @@ def _recommendation(designs, interval, signal_groups, left_out, sides, step, mas
     if step is not None and step != first_step and step_zero_validation:
         return "not step 0", (
             f"recommendation: none: this verl dump starts with step 0's lines, and verl's step 0 is its validation "
-            f"before training (its first training step is {first_step}), not a training batch; drop the step-0 "
-            "lines (e.g. jq -c 'select(.step != 0)' or grep -v '\"step\": 0,') and rerun diagnose: it then places "
-            f"the run by step {first_step}'s batch, the one the designs' ranges speak to")
+            f"before training (its first training step is {first_step}), not a training batch; {DROP_STEP_ZERO}")
     if step is not None and step != first_step:
         trainers = ("TRL's, and that of lines without \"trainer\"; a verl dump's lines need \"trainer\": \"verl\", "
                     "whose first is 1" if first_step == 0 else "verl's")
@@ -1332,7 +1373,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     lines.append("  (a design's verdict is its average over units whose step-0 ratios span its range, not a "
                  "result at your ratio; a spread outside a design's units' puts your run at its edge; your share is "
                  "printed, not used: the designs' are run means)")
-    lines.append("  (worlds: " + "; ".join(f"{w.name}: " + ", ".join(d.name for d in designs if d.world == w.name)
+    lines.append("  (worlds: " + "; ".join(f"{w.name}" + (f", {w.short}" if w.short else "") + ": "
+                                          + ", ".join(d.name for d in designs if d.world == w.name)
                                           for w in WORLDS) + "; the designs of one world count once)")
     covering = [d for d in designs if covers(d, interval)] if placed else []
     lines.append("  what the designs covering your ratio found (primary rows; verdicts: holds, contradicted, "
