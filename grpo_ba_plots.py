@@ -1,6 +1,5 @@
-"""grpo_ba_plots.py -- what a run shows: the demo's story, `mechanism_figure` (one run per rule
-over its steps), `bias_curves` (the two biases in one group, as grpo_ba.bias_curves computes
-them; kept as bias_curves.json), a progress line. Reads what grpo_ba.py writes (docs/metrics.md).
+"""grpo_ba_plots.py -- what a run shows: the demo's story, `mechanism_figure` (each rule over its
+steps), `bias_curves` (the two biases in one group), a progress line; the keys: docs/metrics.md.
 `python -m grpo_ba_plots runs/demo-s22` redraws a run directory's figures (docs/outputs.md)."""
 from __future__ import annotations
 
@@ -79,10 +78,9 @@ def _save(fig, path: str) -> str:
 
 
 def mechanism_figure(runs: dict, path: str | None, title: str, args=None):
-    """runs: {rule: metrics lines} of one seed (one rule or several, yours too) -> eight panels
-    over the steps, saved to `path` (-> path), or the figure; `args` name its world (None: demo)."""
+    """{rule: metrics} of one seed -> 8 panels by step, saved to `path` (-> path) or the figure."""
     fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
-    start = forced_start(args, next(iter(runs.values())))[0]
+    start = forced_start(args, next(iter(runs.values())))[0]        # args: its world (None: demo's)
     pg = PG_NOTE["token" if "token" in runs else set(runs) <= set(COLORS)]    # of the rules run
     for ax, (key, label) in zip(axes.flat, PANELS):
         for rule, metrics in runs.items():       # the world's forced starts: the same every run
@@ -135,8 +133,7 @@ def _gaps_note(runs) -> str:
 
 
 def bias_curves(curves: dict, path: str | None):
-    """The two biases of docs/method.md §3 from grpo_ba.bias_curves' numbers, saved to `path`
-    with the numbers beside it (.json, for a redraw; -> path), or the figure without a path."""
+    """method.md §3's two biases (grpo_ba.bias_curves) -> `path` and its .json, or the figure."""
     fig, (share, weight) = plt.subplots(1, 2, figsize=(11, 4))
     for rule in COLORS:
         share.plot(curves["ratios"], curves["share"][rule], **style(rule))
@@ -164,8 +161,7 @@ def bias_curves(curves: dict, path: str | None):
 
 
 def redraw(run_dir: str) -> list[str]:
-    """Redraw mechanism.png of one run's directory or the demo's (a run per rule below it), and
-    bias_curves.png where the demo kept its curves."""
+    """Redraw mechanism.png of a run or the demo (a run per rule below it), and bias_curves.png."""
     found = glob.glob(os.path.join(run_dir, "args.json")) or sorted(
         glob.glob(os.path.join(run_dir, "*", "args.json")))
     runs, args = {}, {}
@@ -222,8 +218,7 @@ class Progress(RunLogger):
 
 
 def story(runs: dict, args, figures) -> list[str]:
-    """The demo's last lines: what each rule did by the paper's two biases (docs/method.md §3), the
-    world's forced starts and length gap, how to read each row and panel, what next, its cost."""
+    """The demo's last lines: the table (method.md §3), the world, how to read it, what next."""
     def row(label, value):
         return f"{label:<40}" + "".join(f"{value(m):>15}" for m in runs.values())
     def first(metrics, key):                       # nan when no step logged it (no right answer)
@@ -333,9 +328,8 @@ def forced_start(args, metrics: list[dict]) -> tuple[str, str, str, str]:
 
 def _text(value: float, digits: int, sign: str = "") -> str:
     """`value` to `digits` places, 'n/a' for nan; what rounds to 0 shows as 0 (never -0.000)."""
-    if math.isnan(value):
-        return "n/a"
-    return f"{0.0 if abs(value) < 0.5 * 10 ** -digits else value:{sign}.{digits}f}"
+    return ("n/a" if math.isnan(value)
+            else f"{0.0 if abs(value) < 0.5 * 10 ** -digits else value:{sign}.{digits}f}")
 
 
 def main(argv=None) -> int:

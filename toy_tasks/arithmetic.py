@@ -72,9 +72,8 @@ class ToyWorld:
 
     # ---- the supervised warm-up corpus
     def slip_rate(self, prompt: str) -> float:
-        """How often the corpus slips on this prompt: often when c > d (44% of prompts), rarely
-        otherwise. A habit tied to a surface feature, not to difficulty: the arithmetic is the
-        same on both kinds, so RL only has to learn *not to slip*, not a new skill."""
+        """How often the corpus slips here: often when c > d (44% of prompts), else rarely. A habit
+        of a surface feature, not difficulty: RL only has to learn *not to slip*, no new skill."""
         _, c, d = _parse(prompt)
         return self.habit_slip if c > d else self.plain_slip
 

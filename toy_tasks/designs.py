@@ -1,6 +1,5 @@
-"""The toy designs of the course: each a world, a warm-up and settings; `--design NAME` makes
-its settings the defaults (a typed flag still wins). The registered designs are the lab's
-(grpo_ba_lab/designs.py adds them to DESIGNS; docs/toy-designs.md)."""
+"""The course's toy designs: a world, a warm-up, settings that `--design NAME` makes the defaults
+(a typed flag wins). grpo_ba_lab/designs.py adds the lab's registered ones (docs/toy-designs.md)."""
 from __future__ import annotations
 
 import dataclasses

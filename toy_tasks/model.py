@@ -51,10 +51,8 @@ def encode_pairs(tokenizer, pairs, width: int):
     for p, r in zip(prompts, responses):
         p = [tokenizer.bos_token_id] + p
         ids = (p + r + [tokenizer.eos_token_id])[:width]
-        labels = [-100] * width
-        labels[len(p):len(ids)] = ids[len(p):]
         input_rows.append(ids + [tokenizer.pad_token_id] * (width - len(ids)))
-        label_rows.append(labels)
+        label_rows.append(([-100] * len(p) + ids[len(p):] + [-100] * width)[:width])  # the response
     return torch.tensor(input_rows), torch.tensor(label_rows)
 
 
@@ -96,8 +94,7 @@ def warmup_toy_model(world: ToyWorld, steps: int, seed: int, batch_size: int = 6
 
 
 def machine_variant() -> dict:
-    """This process's floating-point path (CPU, kernels: `ATEN_CPU_CAPABILITY` forces them,
-    threads, torch), in which long toy trainings are chaotic (docs/toy-designs.md)."""
+    """This process's floating-point path (CPU, kernels: ATEN_CPU_CAPABILITY, threads, torch)."""
     try:                                        # e.g. 'AMD EPYC 7B13'
         with open("/proc/cpuinfo") as f:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
@@ -182,8 +179,7 @@ def load_or_warmup_toy(cache_dir: str, world: ToyWorld, steps: int, seed: int, l
 
 
 def store_warmup(model, path: str, record: dict):
-    """Caches a trained warm-up in `path` (its weights, and `record` with the machine and the
-    weights' sha256 added), then loads it back: (policy, tokenizer, record)."""
+    """Caches `model` in `path` (weights, `record` + machine + sha256), then loads it back."""
     tmp = path + f".tmp{os.getpid()}"
     sha256 = save_warmup_file(model, os.path.join(tmp, "model.safetensors"))
     with open(os.path.join(tmp, "warmup.json"), "w") as f:
