@@ -9,7 +9,7 @@ row's first stop token, T the longest response. Only the speed differs:
 - static    `generate` with a static KV cache (`cache_implementation="static"`), so every
             decode step has the same shapes, and on CUDA the decode forward compiled by
             `torch.compile` in mode "reduce-overhead" (CUDA graphs: the whole step is one
-            launch). The first call compiles (a minute or so); later calls reuse it.
+            launch). The first call compiles (its time not measured); later calls reuse it.
 - paged     transformers' continuous batching (`generate_batch`): a paged KV cache
             without padding, rows that end leave the batch, CUDA graphs on CUDA. Runs in
             a background thread, on a sampler wholly in --dtype (its cache has one dtype):
