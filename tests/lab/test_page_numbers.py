@@ -32,6 +32,10 @@ def anchored_pages() -> dict:
 # states a toy result or a worked example, with the references of its tokens in order. The
 # passage is found by its words; its numbers and verdict words may be anything, and are then
 # compared with the report or with grpo_ba's own computation.
+# demo-band's balanced - token under the rule its registration names (its note of 2026-12-07):
+# the verdict word from no report (the report uses the later against-0 rule), the value from it.
+REGISTERED_RULE = ("- contradicted under its registered rule (registrations/demo-band-v3.md); "
+                   "band | balanced - token / last held-out acc | earlier")
 EXAMPLE = "group([1, 0, 1, 0], [2, 4, 1, 3], '{}')"        # docs/method.md §3's worked example
 POOLING = "pooling([1, 0, 1, 0, 1, 1, 0, 0], [2, 4, 1, 3, 6, 6, 10, 10], 4)"   # docs/method.md §5's batch
 FRAGMENTS = [
@@ -67,9 +71,10 @@ FRAGMENTS = [
              f"= -{EXAMPLE.format('token')}[2]"),
     Fragment("docs/method.md",
              "balanced against sequence holds: its last accuracy is higher by +0.039; balanced\n"
-             "against token is not detected (0.031 or more would have been seen at 80% power)",
+             "against token is not detected (0.031 or more would have been seen at 80% power)\n"
+             "(under its registered rule, contradicted: version 1's +0.080 lies outside the interval;",
              "band | balanced - sequence / last held-out acc | against 0, pooled#1; "
-             "band | balanced - token / last held-out acc | against 0"),
+             "band | balanced - token / last held-out acc | against 0; " + REGISTERED_RULE),
     Fragment("docs/method.md",
              "There, balanced against token holds (+0.077); balanced\nagainst sequence is not detected (+0.017; "
              "0.027 or more would have been seen at 80% power);\ntoken against sequence holds (token lower by 0.060)",
@@ -78,9 +83,11 @@ FRAGMENTS = [
              "strong | token - sequence / last held-out acc | against 0, pooled#1"),
     Fragment("docs/teaching.md",
              "there balanced ends\n  +0.039 ahead of sequence (holds), its lead over token is not detected (0.031 or more would\n"
-             "  have been seen at 80% power), and both intervals lie below this project's version-1 toy values (+0.155, +0.080)",
+             "  have been seen at 80% power; under its registered rule, contradicted: version 1's +0.080 lies\n"
+             "  outside the interval; the against-0 rule came after its report), and both intervals lie below "
+             "this project's version-1 toy values (+0.155, +0.080)",
              "band | balanced - sequence / last held-out acc | pooled#1, against 0; "
-             "band | balanced - token / last held-out acc | against 0; "
+             "band | balanced - token / last held-out acc | against 0; " + REGISTERED_RULE + "; "
              "band | balanced - sequence / last held-out acc | earlier#1; "
              "band | balanced - token / last held-out acc | earlier#1"),
     Fragment("docs/teaching.md", "0.5 is the unbiased share", "= group([1, 0, 1, 0], [1, 3, 1, 3], 'sequence')[1]"),
