@@ -898,3 +898,38 @@ def gpu_claim_problems(text: str, name: str, logs: str | None = None) -> list[st
                     problems.append(f"{where}: tests/lab/test_gpu.py '{count} passed' with no committed GPU log "
                                     f"showing it: {sentence[:100]!r}")
     return problems
+
+
+# ------------------------------------------------------------------ demo-band's balanced - token: both rules
+
+# Its registration's claim rule reads a row contradicted when the pooled interval excludes the
+# value an earlier version claimed; the first report (3053b40) read balanced - token so. The
+# against-0 rule (9c21ef3) came after that report and reads it "not detected" (the note of
+# 2026-12-07 in registrations/demo-band-v3.md). A page that quotes the later reading says the
+# registered one in the same sentence or the next (for a table row: the first sentence after
+# the table's rows).
+REGISTERED_RULE_NOTE = re.compile(r"registered\s+rule,?\s+contradicted", re.I)
+
+
+def band_token_detectable() -> str:
+    """What demo-band's balanced - token could have seen, as its report says it (0.031)."""
+    verdict = cell("band", "balanced - token / last held-out acc", "against 0")
+    return re.search(r"differences of (\S+) or more", verdict).group(1)
+
+
+def registered_rule_problems(text: str, name: str) -> list[str]:
+    """Sentences that quote demo-band's balanced - token as not detected, with the size it could
+    have seen, and say neither there nor in the next sentence that under its registered rule it
+    is contradicted."""
+    quote = re.compile(r"not\s+detected\b.*?(?<![\d.])" + re.escape(band_token_detectable()) + r"\s+or\s+more", re.S)
+    units, problems = sentences(text), []
+    for i, (start, _, sentence) in enumerate(units):
+        if not quote.search(sentence):
+            continue
+        j = i + 1
+        while sentence.startswith("|") and j < len(units) and units[j][2].startswith("|"):
+            j += 1
+        if not (REGISTERED_RULE_NOTE.search(sentence) or (j < len(units) and REGISTERED_RULE_NOTE.search(units[j][2]))):
+            problems.append(f"{name} line {_line_of(text, start)}: demo-band's balanced - token quoted as not "
+                            f"detected without 'under its registered rule, contradicted' (its note of 2026-12-07)")
+    return problems

@@ -298,6 +298,29 @@ def test_a_research_page_without_its_selection_notes_fails_at_each_paragraph_tha
         assert pn.selection_disclosed(text, k, table) and not pn.selection_disclosed(stripped, k, table)
 
 
+# ------------------------------------------------------------------ demo-band's balanced - token under both rules
+
+@pytest.mark.parametrize("page", SCOPE_PAGES)
+def test_a_page_quoting_demo_bands_balanced_token_as_not_detected_says_its_registered_rule_contradicts_it(page):
+    assert pn.registered_rule_problems(_text(page), page) == []
+
+
+def test_the_registered_rule_check_fails_each_quote_that_loses_its_note():
+    quoting = []
+    for page in SCOPE_PAGES:
+        text = _text(page)
+        stripped = pn.REGISTERED_RULE_NOTE.sub("rule", text)
+        if stripped != text:
+            quoting.append(page)
+            assert pn.registered_rule_problems(stripped, page), page
+    assert len(quoting) >= 6          # headline-design, method, results-toy, strong-coupling, teaching, toy-designs
+    assert pn.registered_rule_problems(
+        "Balanced - token is not detected (0.031 or more would have been seen at 80% power).\n", "page")
+    assert not pn.registered_rule_problems(
+        "Balanced - token is not detected (0.031 or more would have been seen at 80% power). Under its "
+        "registered rule, contradicted.\n", "page")
+
+
 # ------------------------------------------------------------------ GPU sentences
 
 @pytest.mark.parametrize("page", SCOPE_PAGES)
