@@ -268,8 +268,8 @@ def story(runs: dict, args, figures) -> list[str]:
         "pg-loss at ratio 1 (before the policy moves): " + ("0 where the two signs' weights "
             "balance." if set(runs) <= set(COLORS) else "each rule's loss as it returned it."),
         lengths + ".",
-        f"accuracy: greedy, {args.eval_prompts} held-out prompts. One seed ranks no rule: it "
-        "mixes rule and luck" + (f"; seed {args.seed} and its world were picked after runs were "
+        f"accuracy: greedy, {args.eval_prompts} held-out prompts. One seed ranks no rule"
+        + (f"; seed {args.seed} and its world were picked after runs were "
                                  f"seen{design.get('seed_choice', '')} (docs/toy-designs.md)."
                                  if args.seed in design.get("shipped", {}) else "."),
         f"last two panels: responses the world started with {start} (every rule alike); entropy.")]

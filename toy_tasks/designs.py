@@ -25,9 +25,10 @@ DESIGNS = {
                  # chosen after seed 21's runs: docs/toy-designs.md, "The demo since 2026-12-02"
                  shipped={22: "672e131dd2b4a852f13ecbc8ae703864b9a1d193658b144f9b838a409c48405c"},
                  shipped_steps={22: 470},      # trained: its band stopped it (warmups/README.md)
-                 seed_choice=", the seed for token's mean share on right answers (row 1) at most "
-                             "0.40: seed 21's was 0.484, its step-0 wrong/right length ratio 1.17, "
-                             "so this run's ratio is one warm-up's, not the world's",
+                 seed_choice=": token's mean share on right answers (row 1) at most 0.40 (seed 20 "
+                             "failed to repeat; seed 21's was 0.484, token ahead; its step-0 wrong/"
+                             "right length ratio 1.17, so this run's ratio is one warm-up's, not "
+                             "the world's)",
                  # step 0 (toy_consequences.step0_statistics: 4 batches, all 729 held-out), on
                  # every machine variant; the pages quote the story's first batch (2.67) instead
                  step0=dict(accuracy=0.4554183813443073, wrong_over_right=2.4893524777881146,
