@@ -107,7 +107,7 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
     rho_it = exp(logp_it - old_logp_it); KL_it = k3_kl, off by default (beta = 0, choice 9).
     logp, old_logp, ref_logp, mask: (B, T);  advantages: (B,) -> (B, T), 0 where mask is 0.
     Dual clip (choice 10; verl's clip_ratio_c = c > 1, arXiv 1912.09729): for A_i < 0, l_it =
-    min(l_it, -A_i c), no gradient past c; the cap scales with A_i, so BA's rescaling holds."""
+    min(l_it, -A_i c), no gradient past c; the cap scales with A_i, as rescaled A_i need (§5)."""
     mask = mask.bool()
     ratio = policy_ratio(logp, old_logp, mask)                              # (B, T)
     adv = advantages.to(logp.dtype)[:, None]                                # (B, 1)
@@ -123,9 +123,9 @@ def clipped_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: t
 
 
 # 3. The three aggregation rules, side by side (docs/method.md §2, §4, §5) =================
-#    Each: (per_token_loss (B,T), mask (B,T), advantages (B,), group_size G) -> scalar.
-#    Rows come in contiguous groups of G; the rule is applied per group, then averaged
-#    (choice 5); an empty response's normaliser is clamped to 1 (choice 6).
+#    Each: (per_token_loss (B,T), mask (B,T), advantages (B,), group_size G) -> J, a loss to
+#    minimise (minus GRPO's objective). Rows come in contiguous groups of G; the rule is applied
+#    per group, then averaged (choice 5); an empty response's normaliser is clamped to 1 (choice 6).
 def _per_response_sums(per_token_loss, mask, group_size):
     """Row sums of the token terms and row lengths L_i, both shaped (P, G)."""
     mask = mask.to(per_token_loss.dtype)
@@ -160,7 +160,7 @@ def aggregate_sequence(per_token_loss, mask, advantages, group_size):
 def aggregate_balanced(per_token_loss, mask, advantages, group_size):
     """A token mean inside each sign, sequence-count weights between the signs: k of G answers
     right (S+, A_i > 0), G - k wrong (S-, A_i < 0); no tokens, neither side (choice 6). Graded
-    rewards: aggregate_balanced_by_advantage_mass (docs/method.md §4, choice 7), equal here."""
+    rewards: aggregate_balanced_by_advantage_mass (docs/method.md §4, choice 7), equal on 0/1."""
     token_sums, lengths = _per_response_sums(per_token_loss, mask, group_size)   # (P, G)
     adv = advantages.view(-1, group_size)                                        # (P, G)
     J = 0.0
@@ -268,7 +268,7 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
     advantages = group_advantages(rewards, args.group_size, args.adv_scale).to(device)   # A_i: (B,)
     B, G, rule = mask.shape[0], args.group_size, aggregator_function(args.aggregator)
     chunks = micro_batches(B, args.micro_batch_size)
-    split = coefficients.coefficients_for_split_groups(rule, mask, advantages, G, chunks)
+    split_c = coefficients.coefficients_for_split_groups(rule, mask, advantages, G, chunks)
 
     ref_logp = None                                                         # log pi_ref: (B, T)
     if reference is not None:
@@ -293,13 +293,13 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
                                             args.eps_low, args.eps_high, ref, args.beta,
                                             args.clip_ratio_c)
             fraction = (rows.stop - rows.start) / B   # of the groups: J is their mean (choice 5)
-            if split is None:                         # the rule meets the loss
+            if split_c is None:                       # whole groups: the rule meets the loss
                 loss = rule(token_loss, mask[rows], advantages[rows], G) * fraction
             else:                                     # part of a group (choice 8)
-                loss = (split[rows] * token_loss).sum()
+                loss = (split_c[rows] * token_loss).sum()   # c_it: its part of dJ/dl
             loss.backward()                           # J: summed over the micro-batches
             total += loss.item()
-            add_update_statistics(stats, loss, token_loss, rule, split, fraction, rows, logp,
+            add_update_statistics(stats, loss, token_loss, rule, split_c, fraction, rows, logp,
                                   old_logp, ref, entropy, advantages, mask, inner, args)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
         if inner == 0:
@@ -314,7 +314,7 @@ def grpo_update(policy, reference, optimizer, batch: Rollout, rewards, args) -> 
 
 
 @torch.no_grad()
-def add_update_statistics(stats, loss, token_loss, rule, split, fraction, rows, logp, old_logp,
+def add_update_statistics(stats, loss, token_loss, rule, split_c, fraction, rows, logp, old_logp,
                           ref_logp, entropy, advantages, mask, inner, args):
     """Adds a micro-batch's part of what the update logs (docs/metrics.md) to `stats`, as token
     sums: at the first inner update pg_loss = J of the token terms without beta * KL, and the
@@ -327,7 +327,7 @@ def add_update_statistics(stats, loss, token_loss, rule, split, fraction, rows, 
         beta = args.beta if ref_logp is not None else 0.0
         terms = token_loss - beta * kl                          # as grpo_update's loss, no KL
         pg_loss = loss if not beta else (rule(terms, mask, advantages, args.group_size) * fraction
-                                         if split is None else (split[rows] * terms).sum())
+                                         if split_c is None else (split_c[rows] * terms).sum())
         stats["pg_loss"] += pg_loss.item()
         stats["entropy"] += (entropy * mask).sum().item()
     if inner == args.inner_updates - 1:
@@ -417,7 +417,7 @@ def step_diagnostics(rewards, mask, args) -> dict:
     out = {"reward_mean": rewards.mean().item(), **length_stats(lengths, rewards),
            "len_pos": lengths[pos].mean().item() if pos.any() else None,
            "len_neg": lengths[neg].mean().item() if neg.any() else None}
-    for rule in AGGREGATORS:
+    for rule in AGGREGATORS:                      # every rule, each step, for the logs only
         out[f"pos_share_{rule}"] = positive_share(mask.float(), advantages, args.group_size, rule)
         out[f"long_right_weight_{rule}"] = long_right_weight(mask.float(), advantages,
                                                              args.group_size, rule)

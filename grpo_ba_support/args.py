@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -68,11 +69,13 @@ class Args:
     max_grad_norm: float = arg(1.0, "gradient-norm clip")
     temperature: float = arg(1.0, "rollout sampling temperature")
     max_new_tokens: int = arg(40, "longest response; longer ones are cut and stay in the loss")
-    micro_batch_size: int = arg(0, "rows per forward/backward (0: the whole batch); same gradient")
+    micro_batch_size: int = arg(0, "rows per forward/backward (0: the whole batch); the same "
+                                "gradient, also where it splits a group (choice 8)")
     eval_every: int = arg(10, "greedy held-out accuracy, then a checkpoint, every N steps",
                           section="evaluation and checkpoints")
     eval_prompts: int = arg(200, "held-out prompts per evaluation")
-    preset: str = arg("", "one-GPU settings as defaults (PRESETS in grpo_ba_support/args.py); "
+    preset: str = arg("", "one-GPU settings as defaults (PRESETS in grpo_ba_support/args.py; "
+                          "give it --aggregator and --dataset); "
                           + preset_help(),
                       section="a real model (docs/real-models-gpu.md)")
     model: str = arg("", "hub id or local directory (default: the toy model)")
@@ -247,6 +250,9 @@ def check_args(args):
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
     if args.model and not args.dataset:          # before the demo's first line, or a download
         raise UsageError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
+    if os.path.splitext(args.dataset or "")[1] in (".json", ".jsonl", ".parquet") \
+            and not os.path.isfile(args.dataset):  # before the model downloads
+        raise UsageError(f"--dataset {args.dataset}: no such file (from {os.getcwd()})")
     if args.model and args.design in designs.DESIGNS:
         raise UsageError(f"--design {args.design} sets the toy's world; it cannot run with "
                          f"--model (drop --design)")

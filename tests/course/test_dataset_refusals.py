@@ -124,3 +124,17 @@ def test_json_lines_are_numbered_as_an_editor_shows_them_and_a_bad_line_says_why
     assert grpo_ba_setup.json_lines(raw) == [
         ("line 1", {"prompt": "a", "answer": "1"}), ("line 3", "a row must be a JSON object, not list"),
         ("line 4", "Expecting value, column 12"), ("line 5", "not UTF-8")]
+
+
+def test_a_missing_dataset_file_is_refused_before_any_model_is_loaded(tmp_path, monkeypatch):
+    """A paper reader's typo, `--preset qwen3-1.7b --aggregator balanced --dataset nothere.jsonl`,
+    spent about a minute retrying the hub for the model, then named the tokenizer, not the file."""
+    from grpo_ba_support import args as grpo_ba_args
+    loaded = []
+    monkeypatch.setattr(grpo_ba_setup, "load_tokenizer", lambda *a, **k: loaded.append(a))
+    monkeypatch.chdir(tmp_path)
+    for argv in (["--preset", "qwen3-1.7b", "--aggregator", "balanced", "--dataset", "nothere.jsonl"],
+                 ["--model", "some/model", "--aggregator", "balanced", "--dataset", "gone.parquet"]):
+        with pytest.raises(grpo_ba_args.UsageError, match=r"no such file \(from "):
+            grpo_ba_args.check_args(grpo_ba_args.parse_args(argv))
+    assert loaded == []

@@ -149,7 +149,7 @@ def test_in_grpo_update_the_loss_of_a_micro_batch_reads_the_rule_times_its_fract
     calls = {node.func.attr for node in ast.walk(ast.parse(inspect.cleandoc("\n" + source)))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
     assert "coefficients_for_split_groups" in calls                        # the split case, named
-    assert "if split is None:" in source and "(split[rows] * token_loss).sum()" in source   # beside it
+    assert "if split_c is None:" in source and "(split_c[rows] * token_loss).sum()" in source   # beside it
     nested = [node.name for node in ast.walk(ast.parse(inspect.cleandoc("\n" + source)))
               if isinstance(node, (ast.FunctionDef, ast.Lambda)) and getattr(node, "name", "") != "grpo_update"]
     assert nested == []                             # no closure between the call site and the rule
