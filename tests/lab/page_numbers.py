@@ -33,7 +33,8 @@ Sources: band (assets/demo-band-v3/consequences.md), probe (assets/stability-pro
 strong (assets/strong-band-v3/consequences.md), pilot (assets/strong-coupling-pilot/pilot.md),
 v1-table (assets/table.md), v1-paired (assets/paired_differences.md), regime
 (assets/regime-v3/regime.md), regime-v4 (assets/regime-v4/regime.md), long
-(assets/long-horizon/long-horizon.md), endless (assets/endless-band-v3/consequences.md) and demo
+(assets/long-horizon/long-horizon.md), endless (assets/endless-band-v3/consequences.md), map
+(assets/regime_map.md, version 1's regime map, rows "gap / spread") and demo
 (assets/demo-seed22/demo.log: the table `python grpo_ba.py` printed, read by `parse_demo_log`)."""
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ SOURCES = {"band": "assets/demo-band-v3/consequences.md", "probe": "assets/stabi
            "strong": "assets/strong-band-v3/consequences.md", "pilot": "assets/strong-coupling-pilot/pilot.md",
            "v1-table": "assets/table.md", "v1-paired": "assets/paired_differences.md",
            "regime": "assets/regime-v3/regime.md", "regime-v4": "assets/regime-v4/regime.md", "long": "assets/long-horizon/long-horizon.md",
-           "endless": "assets/endless-band-v3/consequences.md", "demo": "assets/demo-seed22/demo.log"}
+           "endless": "assets/endless-band-v3/consequences.md", "demo": "assets/demo-seed22/demo.log",
+           "map": "assets/regime_map.md"}
 
 # a verdict word | a count such as 1/2 | a decimal number, its sign, a percent sign. Version
 # strings (2.13.0), model names (Qwen2.5) and ranges' second ends (0.97-0.99) are not signed.
@@ -60,7 +62,9 @@ TOKEN = re.compile(r"(?P<word>\bnot\s+detected\b|\bcontradict(?:ed|s)?\b|\bholds
 ANCHOR = re.compile(r"<!--\s*check(?P<table>-table)?:(?P<body>.*?)-->", re.S)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 COMMAND_LINE = re.compile(r"^ {4,}(?:python|nice|--|\S+ --)", re.M)
-KEY_HEADERS = {"seed", "variant", "pair", "metric", "rule", "regime", "setting", "label", "world", "row", "level"}
+# gap_size / spread_size: the version-1 regime map's cells ("18 / 0")
+KEY_HEADERS = {"seed", "variant", "pair", "metric", "rule", "regime", "setting", "label", "world", "row", "level",
+               "gap_size", "spread_size"}
 
 
 def _normal_word(word: str) -> str:
