@@ -145,7 +145,7 @@ def seed_choice_problems(page, text):
     said, seed21 = flat(text), passed_over_seed()
     wanted = {"README.md": ["token's mean share on right answers (row 1) at most 0.40",
                             f"Seed 21's was {seed21['share']}",
-                            f"step-0 wrong/right length ratio {seed21['ratio']} ({seed21['right']} against {seed21['wrong']} tokens",
+                            f"step-0 wrong/right length ratio {seed21['ratio']} (right {seed21['right']}, wrong {seed21['wrong']} tokens",
                             "this seed's warm-up, not the world's"],
               "docs/teaching.md": ["token's mean share on right answers at most 0.40",
                                    f"seed 21's share was {seed21['share']} and its step-0 wrong/right length ratio {seed21['ratio']}",
@@ -160,7 +160,8 @@ def test_where_seed_22_is_shown_the_seed_passed_over_and_the_criterion_are_told(
 
 
 @pytest.mark.parametrize("change", [("Seed 21's was 0.484", "Seed 21's was 0.448"),
-                                    ("ratio 1.17 (13.2", "ratio 1.71 (13.2"),
+                                    ("ratio 1.17 (right 13.2", "ratio 1.71 (right 13.2"),
+                                    ("(right 13.2, wrong 15.5", "(right 15.5, wrong 13.2"),
                                     ("(row 1) at most 0.40", "at most 0.40"),
                                     (": this seed's warm-up, not the world's", "")])
 def test_the_seed_choice_check_fails_a_changed_number_or_a_dropped_disclosure(change):
