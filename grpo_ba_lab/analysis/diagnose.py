@@ -262,6 +262,8 @@ TRL_LOSS_FAMILY = {"dapo": "token", "bnpo": "token", "dr_grpo": "token", "cispo"
 VERL_AGG_FAMILY = {"token-mean": "token", "token-sum": "token", "seq-mean-token-sum": "token",
                    "seq-mean-token-sum-norm": "token", "seq-mean-token-mean": "sequence"}
 VERL_ESTIMATOR_RULE = {"grpo_token": "token", "grpo_sequence": "sequence", "grpo_balanced": "balanced"}
+# verl's estimators whose advantages are GRPO's group-normalised ones, the only ones diagnose computes
+VERL_GRPO_ESTIMATORS = {"grpo", "grpo_with_bias_metrics", *VERL_ESTIMATOR_RULE}
 
 
 class Trained(NamedTuple):
@@ -282,6 +284,10 @@ def trained_rule(path: str, rows: list[Line]) -> Trained:
     if rule is not None:
         family = rule if rule in ("token", "sequence", "balanced") else "other"
         return Trained(family, f"AggregationGRPOConfig(aggregation_rule={rule!r})", True)
+    if estimator is not None and estimator not in VERL_GRPO_ESTIMATORS:
+        raise RolloutsError(f"{path}: adv_estimator {estimator!r} does not give GRPO's group-normalised "
+                            "advantages, the only ones diagnose computes (it reads verl runs with "
+                            f"{', '.join(sorted(VERL_GRPO_ESTIMATORS))})")
     if estimator in VERL_ESTIMATOR_RULE:
         return Trained(VERL_ESTIMATOR_RULE[estimator], f"verl's algorithm.adv_estimator={estimator!r}", True)
     if mode is not None or estimator is not None:
@@ -1228,6 +1234,7 @@ class Placement(NamedTuple):
     graded: int = 0              # responses whose reward is neither 0 nor 1 (the designs' are all binary)
     step_zero_validation: bool = False   # a verl dump with step-0 lines (verl's validation) and its step 1
     trained: Trained | None = None       # the rule the run trains with (its dump's loss_type / aggregation_rule)
+    rewards: torch.Tensor | None = None  # (B,): the placement ratio is wrong/right by reward, as the designs'
 
 
 def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
@@ -1244,27 +1251,40 @@ def placement_batch(path: str, rows, adv_scale: str | None = None) -> Placement:
     first_step = first_step_of(path, rows)
     # verl's step 0 is its validation before training: lines of step 0 in a verl dump are never its first batch
     validation = bool(steps) and first_step == 1 and first == 0
+    trained = trained_rule(path, rows)
+    if trained.said.startswith("verl's") and first_step != FIRST_STEP["verl"]:
+        raise RolloutsError(f"{path}: its lines name {trained.said.split(',')[0]} but not \"trainer\": \"verl\"; "
+                            "add it: verl counts training steps from 1, and its step 0 is validation")
     return Placement(where, trainer_advantages(rewards, group_size, scale, std, eps), lengths, group_size,
-                     first if steps else None, first_step, graded, validation, trained_rule(path, rows))
+                     first if steps else None, first_step, graded, validation, trained, rewards)
 
 
-# Columns of group_sums: per group, over its responses in the loss.
+# Columns of group_sums: per group, over its responses in the loss ("positives"/"negatives": by the sign of
+# the advantage, or, with rewards, right (reward > 0.5) and wrong answers, as the designs' step-0 ratio).
 SUMS = ("length of positives", "positives", "length of negatives", "negatives",
         "token's weight on positives", "token's weight on negatives")
 
 
-def group_sums(advantages: torch.Tensor, lengths: torch.Tensor, group_size: int) -> torch.Tensor:
-    """(S, 6) float64, one row per group with a signal (a response in the loss with A_i != 0): the
-    SUMS columns. Token's per-response weights are grpo_ba's token_weights (autograd through the real
-    clipped term and aggregator); a response of length 0 has no tokens and no advantage mass, as in
-    bias_metrics. The token rule normalises within each group, so a resample's share is exact from
-    these sums (its 1/P factor cancels in the share)."""
+def group_sums(advantages: torch.Tensor, lengths: torch.Tensor, group_size: int,
+               rewards: torch.Tensor | None = None) -> torch.Tensor:
+    """(S, 6) float64: the SUMS columns, one row per group with a signal (a response in the loss with
+    A_i != 0); with `rewards`, one per group with any response in the loss, tied groups too, and the
+    length columns split by reward: the designs' step-0 wrong/right is a mean over every wrong and every
+    right answer, tied groups included. Token's per-response weights are grpo_ba's token_weights
+    (autograd through the real clipped term and aggregator); a response of length 0 has no tokens and
+    no advantage mass, as in bias_metrics. The token rule normalises within each group, so a resample's
+    share is exact from these sums (its 1/P factor cancels in the share; tied groups add 0 to it)."""
     lengths = lengths.detach().float().cpu()
     advantages = advantages.detach().float().cpu() * (lengths > 0)
     weights = token_weights(mask_from_lengths(lengths), advantages, group_size, "token").sum(dim=1).double().abs()
     pos, neg = (advantages > 0).double(), (advantages < 0).double()
     length = lengths.double()
-    columns = (length * pos, pos, length * neg, neg, weights * pos, weights * neg)
+    right, wrong = pos, neg
+    if rewards is not None:
+        in_loss = lengths > 0
+        right = ((rewards.detach().cpu() > 0.5) & in_loss).double()
+        wrong = ((rewards.detach().cpu() <= 0.5) & in_loss).double()
+    columns = (length * right, right, length * wrong, wrong, weights * pos, weights * neg)
     table = torch.stack([column.view(-1, group_size).sum(dim=1) for column in columns], dim=1)   # (P, 6)
     return table[(table[:, 1] + table[:, 3]) > 0]
 
@@ -1308,11 +1328,12 @@ def bootstrap(sums: torch.Tensor, resamples: int = BOOTSTRAP_RESAMPLES, seed: in
 
 def run_interval(batch: Placement) -> dict:
     """The placement batch's groups with a signal, its ratio and token's share with their intervals."""
-    sums = group_sums(batch.advantages, batch.lengths, batch.group_size)
+    sums = group_sums(batch.advantages, batch.lengths, batch.group_size, batch.rewards)
+    signal = (sums[:, 4] + sums[:, 5]) > 0        # groups with a signal: token's weight on a response
     # groups with a right (positive) and with a wrong (negative) answer in the loss: without masking every
     # group with a signal has both, as in the simulation; masking can leave one side to a few groups
-    sides = {"groups_with_right": int((sums[:, 1] > 0).sum()), "groups_with_wrong": int((sums[:, 3] > 0).sum())}
-    if sums.shape[0] == 0:
+    sides = {"groups_with_right": int((sums[:, 4] > 0).sum()), "groups_with_wrong": int((sums[:, 5] > 0).sum())}
+    if not signal.any():
         return {"groups": 0, "ratio": None, "share": None, "ratio_interval": None, "share_interval": None,
                 "left_out": None, **sides}
     ratio, share = (None if math.isnan(v) else v for v in (x.item() for x in ratio_and_share(sums.sum(dim=0))))
@@ -1320,7 +1341,7 @@ def run_interval(batch: Placement) -> dict:
     def pair(values):
         low, high = values.tolist()
         return None if math.isnan(low) else (low, high)
-    return {"groups": sums.shape[0], "ratio": ratio, "share": share,
+    return {"groups": int(signal.sum()), "ratio": ratio, "share": share,
             "ratio_interval": pair(bounds["ratio"]) if ratio is not None else None,
             "share_interval": pair(bounds["share"]) if share is not None else None,
             "left_out": bounds["left_out"].item(), **sides}
@@ -1341,11 +1362,11 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     width = max([34] + [len(d.name) for d in designs])            # the names' column fits the longest
     level = f"{BOOTSTRAP_LEVEL:.0%}"
     lines = ["decision: this run against the toy's registered designs",
-             f"  this run ({batch.where}): wrong/right (Lbar-/Lbar+) {_fmt(found['ratio'])}, token's share (per "
+             f"  this run ({batch.where}): wrong/right (by reward, as the designs' step 0) {_fmt(found['ratio'])}, token's share (per "
              f"group) on right answers {_fmt(found['share'], '.3f')}, length std/mean {_fmt(spread)}"]
     if found["ratio_interval"] is not None:
         lines.append(f"  {level} intervals over its {found['groups']} group{'s' * (found['groups'] != 1)} with a signal (bootstrap, "
-                     f"{BOOTSTRAP_RESAMPLES} resamples of the groups, seed {BOOTSTRAP_SEED}; nominal: from {MIN_SIGNAL_GROUPS} "
+                     f"{BOOTSTRAP_RESAMPLES} resamples of its groups in the loss, tied ones too, seed {BOOTSTRAP_SEED}; nominal: from {MIN_SIGNAL_GROUPS} "
                      f"groups they covered at least {COVERAGE_SEEN} in simulation): wrong/right "
                      f"{_fmt_interval(found['ratio_interval'])}, token's share "
                      f"{_fmt_interval(found['share_interval'], '.3f') if found['share_interval'] else 'n/a'}")

@@ -420,7 +420,7 @@ def test_a_run_with_steps_is_placed_by_its_first_step(tmp_path, capsys):
     lines = [{**line, "step": 0} for line in rollouts_at(0.5)] + \
             [{**line, "group": f"s1-{line['group']}", "step": 1} for line in rollouts_at(3.0)]
     block = decision_of(tmp_path, capsys, lines)
-    assert "this run (step 0's batch): wrong/right (Lbar-/Lbar+) 0.50" in block
+    assert "this run (step 0's batch): wrong/right (by reward, as the designs' step 0) 0.50" in block
     assert block.splitlines()[-1].startswith("recommendation: no registered design covers this range")
 
 

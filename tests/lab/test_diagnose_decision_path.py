@@ -253,7 +253,7 @@ def test_a_masked_run_that_passes_every_sample_check_is_not_placed(tmp_path, cap
     assert line in out.splitlines() and "\n" not in line                        # one line, as printed
     assert set(decision["designs"].values()) == {"not placed"} and decision["worlds"] == []
     assert decision["ratio"] == pytest.approx(2.6, rel=0.02) and decision["ratio_interval"] is not None
-    assert "  this run (the whole file as one batch): wrong/right (Lbar-/Lbar+) 2.6" in out   # its numbers stay
+    assert "  this run (the whole file as one batch): wrong/right (by reward, as the designs' step 0) 2.6" in out   # its numbers stay
     # the control: a length-0 response without an advantage (a tied group) takes nothing out and refuses nothing
     plain = wrong_masked_rollouts(16, 16, ratio=2.6)
     plain += [{"group": "tied", "reward": 1, "length": n} for n in (0, 900, 1000, 1100)]

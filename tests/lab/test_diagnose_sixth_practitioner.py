@@ -5,6 +5,7 @@ dump whose step-0 validation has one response per prompt is told to drop those l
 import json
 
 import pytest
+import torch
 
 from grpo_ba_lab.analysis import diagnose
 
@@ -76,3 +77,39 @@ def test_a_verl_validation_with_one_response_per_prompt_is_told_to_drop_step_0(t
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "drop the step-0 lines" in err and "validation" in err
     assert decide(tmp_path, capsys, verl_run())[0] == 0                 # without them it is placed
+
+
+# ---- a seventh practitioner's: estimators diagnose does not compute, verl keys without "trainer", and the
+# placement ratio as the designs measure theirs (by reward, tied groups included)
+
+
+@pytest.mark.parametrize("estimator", ["grpo_passk", "reinforce_plus_plus", "rloo"])
+def test_a_verl_estimator_without_grpos_group_advantages_is_refused(tmp_path, capsys, estimator):
+    code, _, err = decide(tmp_path, capsys, verl_run(adv_estimator=estimator))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and estimator in err and "group-normalised" in err
+
+
+def test_verl_keys_without_trainer_verl_are_refused_naming_the_key_to_add(tmp_path, capsys):
+    lines = [{k: v for k, v in line.items() if k != "trainer"} for line in verl_run(loss_agg_mode="token-mean")]
+    code, _, err = decide(tmp_path, capsys, lines)
+    assert code == 2 and '"trainer": "verl"' in err
+
+
+def test_the_placement_ratio_is_wrong_over_right_by_reward_with_tied_groups_as_the_designs_step_0():
+    """20 mixed groups and 12 all-wrong groups of 1024 tokens: the designs' step-0 wrong/right (toy_tasks'
+    length_stats, every answer split by reward) counts the tied wrong answers; Lbar-/Lbar+ does not."""
+    mixed = gap_rollouts(groups=20, ratio=1.5, right=300)
+    tied = [{"group": f"t{g}", "reward": 0, "length": 1024} for g in range(12) for _ in range(4)]
+    lines = mixed + tied
+    rewards = torch.tensor([float(line["reward"]) for line in lines])
+    lengths = torch.tensor([float(line["length"]) for line in lines])
+    by_reward = (lengths[rewards == 0].mean() / lengths[rewards == 1].mean()).item()
+    placement = diagnose.Placement("all", diagnose.trainer_advantages(rewards, 4, "std", "population", 1e-6),
+                                   lengths, 4, rewards=rewards)
+    found = diagnose.run_interval(placement)
+    assert found["ratio"] == pytest.approx(by_reward, rel=1e-6)
+    assert found["groups"] == 20                                  # the minimum still counts groups with a signal
+    mixed_rewards, mixed_lengths = rewards[:len(mixed)], lengths[:len(mixed)]
+    without_tied = (mixed_lengths[mixed_rewards == 0].mean() / mixed_lengths[mixed_rewards == 1].mean()).item()
+    lbar = diagnose.run_interval(placement._replace(rewards=None))["ratio"]       # Lbar-/Lbar+: tied left out
+    assert lbar == pytest.approx(without_tied, rel=1e-6) and by_reward > 1.5 * lbar

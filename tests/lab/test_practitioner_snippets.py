@@ -99,8 +99,8 @@ CHECKS = {
     ("docs/diagnose.md", "rollouts.jsonl: 8 responses in 2 groups of 4 (advantages: std scaling, population std "
                          "+ 1e-06; the whole file as one batch)"): "output: of cat > rollouts.jsonl",
     ("docs/diagnose.md", "python - <<'EOF'"): "shell",
-    ("docs/diagnose.md", "95% intervals over its 32 groups with a signal (bootstrap, 2000 resamples of the groups, "
-                         "seed 0; nominal: from 12 groups they covered at least 0.85 in simulation): wrong/right [2.08, 2.62], token's share [0.278, 0.326]"): "output: of python - <<'EOF'",
+    ("docs/diagnose.md", "95% intervals over its 32 groups with a signal (bootstrap, 2000 resamples of its groups in "
+                         "the loss, tied ones too, seed 0; nominal: from 12 groups they covered at least 0.85 in simulation): wrong/right [2.08, 2.62], token's share [0.278, 0.326]"): "output: of python - <<'EOF'",
     ("docs/diagnose.md", "diagnose's bootstrap interval (95%, 2000 resamples) against the number of groups with a "
                          "signal; 400 simulated runs per cell, seed 20261207"):
         "output: of python -m grpo_ba_lab.analysis.diagnose_min_groups, compared with its committed "
