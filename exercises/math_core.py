@@ -88,7 +88,7 @@ def sign_weights(mask, advantages, group_size, aggregator):
     "balanced") or an aggregation function.
 
     Measure it with autograd: make logp = torch.zeros(mask.shape, requires_grad=True),
-    build the token terms with grpo_ba.clipped_token_loss(logp, logp.detach(), ...),
+    build the token terms with grpo_ba.clipped_token_loss(logp, logp.detach(), advantages, mask),
     aggregate them with grpo_ba.aggregator_function(aggregator), and differentiate.
     (Do not call grpo_ba.token_weights or grpo_ba.sign_weights: that is the answer.)
     Expect +-sqrt(k(G-k))/G for sequence and balanced, and a ratio Lbar+/Lbar- for token.
