@@ -697,8 +697,8 @@ WORLDS = (
           "chosen after its pilot's accuracies were seen"),
     World("gap 18, spread 8, forced 0.3 (version 2's demo world)",
           "version 2's demo world (the course demo runs strong-band's world since 2026-12-02), fixed before demo-band was registered and after version 2's runs in it "
-          "had been seen (version 1's, from one warm-up, had balanced ahead of sequence; version 2's interval "
-          "contained 0) (registrations/demo-band-v3.md); its "
+          "had been seen: version 1's, from one warm-up, had balanced ahead of both rules; version 2's two "
+          "intervals contained 0 (registrations/demo-band-v3.md); its "
           "balanced - token is contradicted under its registered rule (version 1's +0.080 lies outside its "
           "interval) and not detected against 0, the rule adopted after its report (its note of 2026-12-07)",
           (Band("demo-band-v3", "assets/demo-band-v3/consequences.md"),),
