@@ -690,7 +690,8 @@ class World(NamedTuple):
 WORLDS = (
     World("gap 30 (strong-band's world)",
           "chosen after its exploratory pilot's accuracies were seen, balanced's last accuracy above token's "
-          "on both of its pilot seeds (docs/strong-coupling.md)",
+          "on both of its pilot seeds (docs/strong-coupling.md), and the regime pilot's round 1 showed the same "
+          "on both of its seeds before it made gap 30 a level (docs/regime-design.md)",
           (Band("strong-band-v3", "assets/strong-band-v3/consequences.md"),
            Band("endless-band-v3", "assets/endless-band-v3/consequences.md"),   # its warm-ups add endless slips
            Level(REGIME_V3, "strong"), Level(REGIME_V4, "strong")),
@@ -1142,8 +1143,10 @@ def _recommendation(designs, interval, signal_groups, left_out, sides, step, mas
             f"against balanced in {said(against)}{edge}; {scope}")
     if favour and not silent:
         return "try balanced", (
-            f"recommendation: try balanced in place of token aggregation ({token_rule}): {BALANCED_TOKEN} holds in every world "
-            f"covering your ratio that has this row, {worlds}: {said(favour)}{edge}; {scope}")
+            f"recommendation: try balanced in place of token aggregation ({token_rule}): {BALANCED_TOKEN} holds in "
+            + ("the one world covering your ratio that has this row" if len(named) == 1 else
+               f"every world covering your ratio that has this row, {worlds}")
+            + f": {said(favour)}{edge}; {scope}")
     if favour:
         return "test balanced", (
             f"recommendation: test balanced against token on your own task ({token_rule}): {BALANCED_TOKEN}, {worlds} covering "
@@ -1174,8 +1177,13 @@ def _not_token(designs, interval, trained: Trained, votes, edge: str, chosen: di
                 f"recommendation: none from the toy: your run trains with {trained.said}, not token aggregation, and "
                 "no design covering your ratio has a balanced - sequence row on last held-out accuracy ("
                 + ", ".join(d.name for d in covering) + f"); compare balanced against your rule on your own task{edge}")
-        said = "; ".join(f"{d.world}: {d.name} ({d.source}): {f.row}, {label}: {f.verdict}; pooled {f.interval}"
-                         for d, label, f in rows)
+        per_world = {}
+        for d, label, f in rows:
+            per_world.setdefault(d.world, []).append(f"{d.name} ({d.source}): {f.row}, {label}: {f.verdict}; "
+                                                     f"pooled {f.interval}")
+        said = "; ".join(f"{world}: " + "; ".join(found) + (f" ({len(found)} designs of one world, counted once)"
+                                                              if len(found) > 1 else "")
+                         for world, found in per_world.items())
         return "trains with sequence", (
             f"recommendation: your run trains with {trained.said}, not token aggregation, so the designs' "
             f"balanced - token rows do not speak to it; balanced - sequence on last held-out accuracy in the designs "
@@ -1196,8 +1204,9 @@ def _fmt_interval(interval, spec=".2f") -> str:
 # The run's placement: its step-0 batch, its interval over groups, the minimum number of groups
 # =====================================================================================
 
-# The percentile bootstrap over the placement batch's groups with a signal: resampled with
-# replacement, its wrong/right ratio and token's share recomputed from per-group sums.
+# The percentile bootstrap over the placement batch's groups in the loss (tied ones too; the simulation
+# behind the minimum has none): resampled with replacement, its wrong/right ratio and token's share
+# recomputed from per-group sums.
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0               # fixed: the same file prints the same interval
 BOOTSTRAP_LEVEL = 0.95
@@ -1372,7 +1381,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                      f"{_fmt_interval(found['share_interval'], '.3f') if found['share_interval'] else 'n/a'}")
         lines.append(f"  resamples left out of the interval (no right or no wrong answer in the loss): "
                      f"{found['left_out']:.1%} of {BOOTSTRAP_RESAMPLES} (above {MAX_LEFT_OUT:.0%}: no recommendation); "
-                     f"groups with a right answer in the loss {found['groups_with_right']}, with a wrong one "
+                     f"groups with a signal and a right answer (positive advantage) in the loss {found['groups_with_right']}, "
+                     f"with a wrong one "
                      f"{found['groups_with_wrong']}")
     else:
         lines.append(f"  groups with a signal: {found['groups']}; no interval")
@@ -1403,7 +1413,8 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
                  "not detected), world by world, each with how it was chosen:" if covering
                  else "  not placed against the designs: the last line says why" if not placed
                  else "  no design's step-0 wrong/right range covers your ratio" if found["ratio"] is not None
-                 else "  no wrong/right ratio to place: the batch has no right or no wrong answer in the loss")
+                 else "  no wrong/right ratio to place: no group has a signal (a response in the loss with an "
+                      "advantage), or the batch has no right or no wrong answer in the loss")
     for world in [w for w in WORLDS if any(d.world == w.name for d in covering)]:
         lines.append(f"   {world.name}, {world.chosen}:")
         for d in [d for d in covering if d.world == world.name]:

@@ -582,12 +582,12 @@ def test_designs_that_share_a_world_count_once_and_the_scope_says_how_it_was_cho
     ratio = 3.0                                                     # inside the gap-30 world's designs only
     assert {d.world for d in designs if diagnose.covers(d, ratio)} == {gap30.name}
     kind, line = diagnose.recommendation(designs, ratio, diagnose.MIN_SIGNAL_GROUPS)
-    assert kind == "try balanced" and "1 world:" in line and "3 designs of one world, counted once" in line
+    assert kind == "try balanced" and "the one world covering your ratio that has this row:" in line and "3 designs of one world, counted once" in line
     assert line.count(gap30.name) == 2 and gap30.chosen in line.split("; scope: ")[1]
     assert "pilot's accuracies were seen" in line
     # two made-up designs of one world are one vote; in two worlds, two
     one = [_design("A", "holds", 0.05)._replace(world="W"), _design("B", "holds", 0.04)._replace(world="W")]
-    assert len(diagnose.world_votes(one, 2.0)) == 1 and "1 world:" in diagnose.recommendation(one, 2.0)[1]
+    assert len(diagnose.world_votes(one, 2.0)) == 1 and "the one world covering" in diagnose.recommendation(one, 2.0)[1]
     two = [one[0], one[1]._replace(world="V")]
     assert len(diagnose.world_votes(two, 2.0)) == 2 and "2 worlds:" in diagnose.recommendation(two, 2.0)[1]
 
