@@ -691,11 +691,13 @@ WORLDS = (
     World("gap 30 (strong-band's world)",
           "chosen after its exploratory pilot's accuracies were seen, balanced's last accuracy above token's "
           "on both of its pilot seeds (docs/strong-coupling.md), and the regime pilot's round 1 showed the same "
-          "on both of its seeds before it made gap 30 a level (docs/regime-design.md)",
+          "on both of its seeds before it made gap 30 a level (docs/regime-design.md); that round also showed token "
+          "ahead of sequence at gap 6 and behind it at gap 30 on both seeds, the direction of regime-v3's and "
+          "regime-v4's interaction primary (registrations/regime-v4.md)",
           (Band("strong-band-v3", "assets/strong-band-v3/consequences.md"),
            Band("endless-band-v3", "assets/endless-band-v3/consequences.md"),   # its warm-ups add endless slips
            Level(REGIME_V3, "strong"), Level(REGIME_V4, "strong")),
-          "chosen after its pilot's accuracies were seen"),
+          "chosen after its pilot's accuracies were seen, and with the interaction's direction in view"),
     World("gap 18, spread 8, forced 0.3 (version 2's demo world)",
           "version 2's demo world (the course demo runs strong-band's world since 2026-12-02), fixed before demo-band was registered and after version 2's runs in it "
           "had been seen: version 1's, from one warm-up, had balanced ahead of both rules; version 2's two "
@@ -707,9 +709,11 @@ WORLDS = (
           "under its registered rule, not detected against 0, the rule adopted after its report)"),
     World("gap 6",
           "a level chosen by the regime pilot's committed rule, which compares no rules but drops a world whose accuracy fell more than 0.1 from its peak; the pilot's first-round "
-          "accuracies were seen before its second round (docs/regime-design.md)",
+          "accuracies were seen before its second round (docs/regime-design.md); round 1 showed token ahead of "
+          "sequence at gap 6 and behind it at gap 30 on both seeds, the direction of regime-v3's and regime-v4's "
+          "interaction primary (registrations/regime-v4.md)",
           (Level(REGIME_V3, "weak"), Level(REGIME_V4, "weak")),
-          "chosen by the regime pilot's rule after its first round's accuracies were seen"),
+          "chosen by the regime pilot's rule after its first round had shown the interaction's direction"),
     World("gap 0",
           "a level chosen by the regime pilot's committed rule, which compares no rules but drops a world whose accuracy fell more than 0.1 from its peak; the pilot's first-round "
           "accuracies were seen before its second round (docs/regime-design.md)",
@@ -1101,10 +1105,12 @@ def _recommendation(designs, interval, signal_groups, left_out, sides, step, mas
             "masked responses?) (docs/diagnose.md, 'How many groups'); these numbers describe this batch, they do "
             "not place the run")
     if masked:
+        zero, with_advantage = masked if isinstance(masked, tuple) else (masked, masked)
         return "masked responses", (
-            f"recommendation: none: {count_of(masked, 'response')} with an advantage but length 0, no token in the "
-            "loss (masked, e.g. mask_truncated_completions), and no registered design masks any: masking moves the "
-            "shares (balanced's is no longer 0.5, token's can pass it) and the ratio, so the run is not placed; "
+            f"recommendation: none: {count_of(zero, 'response')} at length 0 ({with_advantage} with an advantage), "
+            "no token in the loss (masked, e.g. mask_truncated_completions), and no registered design masks any: "
+            "masking moves the shares (balanced's is no longer 0.5, token's can pass it) and the ratio (the "
+            "designs' wrong/right counts every answer at its length, a tied group's too), so the run is not placed; "
             "to place it, diagnose a dump of the run without masking")
     if not any(covers(d, interval) for d in designs):
         ranged = [d for d in designs if d.ratios]
@@ -1387,8 +1393,11 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     else:
         lines.append(f"  groups with a signal: {found['groups']}; no interval")
     masked = int(((batch.advantages != 0) & (batch.lengths == 0)).sum())   # with an advantage, out of the loss
+    # any length-0 answer (a tied group's too) leaves the by-reward means the designs' ratio counted it in
+    length_zero = int((batch.lengths == 0).sum())
     kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
-                               (found["groups_with_right"], found["groups_with_wrong"]), batch.step, masked,
+                               (found["groups_with_right"], found["groups_with_wrong"]), batch.step,
+                               (length_zero, masked) if length_zero else 0,
                                batch.first_step, batch.graded, spread, batch.step_zero_validation, batch.trained)
     # An interval too uncertain to recommend from is too uncertain to place the run: no design is said to
     # cover it, in the table, the findings or the JSON, so nothing reads as a placement the last line denies.
@@ -1429,7 +1438,7 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     def rounded(values):
         return None if values is None else [float(f"{v:.6g}") for v in values]
     numbers = {"placed_on": batch.where, "step": batch.step, "first_step": batch.first_step,
-               "masked_with_advantage": masked, "graded_rewards": batch.graded,
+               "masked_with_advantage": masked, "length_zero": length_zero, "graded_rewards": batch.graded,
                "groups_with_signal": found["groups"], "min_groups": MIN_SIGNAL_GROUPS,
                "groups_with_right": found["groups_with_right"], "groups_with_wrong": found["groups_with_wrong"],
                "resamples_left_out": None if found["left_out"] is None else float(f"{found['left_out']:.6g}"),

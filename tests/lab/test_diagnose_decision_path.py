@@ -248,18 +248,23 @@ def test_a_masked_run_that_passes_every_sample_check_is_not_placed(tmp_path, cap
     assert (decision["groups_with_signal"], decision["resamples_left_out"]) == (16, 0.0)   # the sample checks pass
     assert decision["masked_with_advantage"] == 16 and decision["recommendation"] == "masked responses"
     line = decision["recommendation_line"]
-    assert line.startswith("recommendation: none: 16 responses with an advantage but length 0")
+    assert line.startswith("recommendation: none: 16 responses at length 0 (16 with an advantage)")
     assert "no registered design masks any" in line and "a dump of the run without masking" in line
     assert line in out.splitlines() and "\n" not in line                        # one line, as printed
     assert set(decision["designs"].values()) == {"not placed"} and decision["worlds"] == []
     assert decision["ratio"] == pytest.approx(2.6, rel=0.02) and decision["ratio_interval"] is not None
     assert "  this run (the whole file as one batch): wrong/right (by reward, as the designs' step 0) 2.6" in out   # its numbers stay
-    # the control: a length-0 response without an advantage (a tied group) takes nothing out and refuses nothing
+    # a length-0 response without an advantage (a tied group, e.g. an all-wrong group truncated and masked)
+    # takes its length out of the by-reward means the designs' ratio counts it in: not placed either
     plain = wrong_masked_rollouts(16, 16, ratio=2.6)
-    plain += [{"group": "tied", "reward": 1, "length": n} for n in (0, 900, 1000, 1100)]
+    plain += [{"group": "tied", "reward": 0, "length": n} for n in (0, 900, 1000, 1100)]
     _, summary = report(tmp_path, capsys, plain, "tied.jsonl")
-    assert summary["n_length_zero"] == 1 and summary["decision"]["masked_with_advantage"] == 0
-    assert summary["decision"]["recommendation"] == "try balanced"
+    decision = summary["decision"]
+    assert summary["n_length_zero"] == 1 and decision["masked_with_advantage"] == 0 and decision["length_zero"] == 1
+    assert decision["recommendation"] == "masked responses"
+    assert decision["recommendation_line"].startswith("recommendation: none: 1 response at length 0 (0 with an")
+    _, unmasked = report(tmp_path, capsys, [dict(line, length=line["length"] or 1000) for line in plain], "u.jsonl")
+    assert unmasked["decision"]["recommendation"] == "try balanced"          # the same run without masking
 
 
 def test_a_recommendation_that_names_token_says_which_token_rule(tmp_path, capsys):
