@@ -1194,7 +1194,8 @@ def _not_token(designs, interval, trained: Trained, votes, edge: str, chosen: di
             f"recommendation: your run trains with {trained.said}, not token aggregation, so the designs' "
             f"balanced - token rows do not speak to it; balanced - sequence on last held-out accuracy in the designs "
             f"covering your ratio, each from its report: {said} (a secondary row is not a registered test of "
-            f"balanced against sequence){edge}; {scope(d.world for d, _, _ in rows)}")
+            f"balanced against sequence; a row holds only when its pooled interval and each machine variant's own "
+            f"exclude 0 on one side){edge}; {scope(d.world for d, _, _ in rows)}")
     return "rule not in the designs", (
         f"recommendation: none from the toy: your run trains with {trained.said}, which no registered design ran "
         "(they ran grpo_ba's token, sequence and balanced rules); compare balanced against it on your own task")
