@@ -250,9 +250,9 @@ def check_args(args):
         raise UsageError("--dataset needs --model (the toy model only knows the toy tasks)")
     if args.model and not args.dataset:          # before the demo's first line, or a download
         raise UsageError("--model needs --dataset (a hub id or a local .json/.jsonl/.parquet file)")
-    if os.path.splitext(args.dataset or "")[1] in (".json", ".jsonl", ".parquet") \
-            and not os.path.isfile(args.dataset):  # before the model downloads
-        raise UsageError(f"--dataset {args.dataset}: no such file (from {os.getcwd()})")
     if args.model and args.design in designs.DESIGNS:
         raise UsageError(f"--design {args.design} sets the toy's world; it cannot run with "
                          f"--model (drop --design)")
+    if os.path.splitext(args.dataset or "")[1] in (".json", ".jsonl", ".parquet") \
+            and not os.path.isfile(args.dataset):  # before the model downloads
+        raise UsageError(f"--dataset {args.dataset} does not exist (looked from {os.getcwd()})")

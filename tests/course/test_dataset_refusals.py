@@ -135,6 +135,6 @@ def test_a_missing_dataset_file_is_refused_before_any_model_is_loaded(tmp_path, 
     monkeypatch.chdir(tmp_path)
     for argv in (["--preset", "qwen3-1.7b", "--aggregator", "balanced", "--dataset", "nothere.jsonl"],
                  ["--model", "some/model", "--aggregator", "balanced", "--dataset", "gone.parquet"]):
-        with pytest.raises(grpo_ba_args.UsageError, match=r"no such file \(from "):
+        with pytest.raises(grpo_ba_args.UsageError, match=r"does not exist \(looked from "):
             grpo_ba_args.check_args(grpo_ba_args.parse_args(argv))
     assert loaded == []
