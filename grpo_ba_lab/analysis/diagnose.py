@@ -1027,9 +1027,10 @@ def _world_said(world: str, members: list) -> str:
 
 
 def recommendation(designs: list[Design], ratio, signal_groups: int | None = None, left_out: float | None = None,
-                   sides: tuple | None = None, step: int | None = None, masked: int = 0,
+                   sides: tuple | None = None, step: int | None = None, masked: int = 0,           # responses at length 0
                    first_step: int = 0, graded: int = 0, spread: float | None = None,
-                   step_zero_validation: bool = False, trained: Trained | None = None) -> tuple[str, str]:
+                   step_zero_validation: bool = False, trained: Trained | None = None,
+                   masked_with_advantage: int | None = None) -> tuple[str, str]:
     """(kind, one line). The line's scope is never wider than the worlds whose designs cover the run's
     interval, it counts each world once, says how each was chosen, and names the designs the interval
     is borderline for. `ratio`: the step-0 wrong/right interval (low, high), or one ratio. No
@@ -1045,8 +1046,9 @@ def recommendation(designs: list[Design], ratio, signal_groups: int | None = Non
     after "recommendation: borderline (...)", and its kind is "borderline: " + the kind: a weaker one.
     `step_zero_validation`: a verl dump whose step-0 lines are its validation, not a training batch."""
     interval = _interval(ratio)
-    kind, line = _recommendation(designs, interval, signal_groups, left_out, sides, step, masked, first_step,
-                                 graded, spread, step_zero_validation, trained)
+    with_advantage = masked if masked_with_advantage is None else masked_with_advantage
+    kind, line = _recommendation(designs, interval, signal_groups, left_out, sides, step, (masked, with_advantage),
+                                 first_step, graded, spread, step_zero_validation, trained)
     if kind in (*NOT_PLACED, "none", "no design covers") or coverage(designs, interval, spread) != "borderline":
         return kind, line
     return f"borderline: {kind}", BORDERLINE_SAID + line[len("recommendation: "):]
@@ -1104,8 +1106,8 @@ def _recommendation(designs, interval, signal_groups, left_out, sides, step, mas
             f"{MIN_SIGNAL_GROUPS} groups the interval needs on each side (in the simulation every group had both; "
             "masked responses?) (docs/diagnose.md, 'How many groups'); these numbers describe this batch, they do "
             "not place the run")
-    if masked:
-        zero, with_advantage = masked if isinstance(masked, tuple) else (masked, masked)
+    zero, with_advantage = masked                  # responses at length 0, and those with an advantage
+    if zero:
         return "masked responses", (
             f"recommendation: none: {count_of(zero, 'response')} at length 0 ({with_advantage} with an advantage), "
             "no token in the loss (masked, e.g. mask_truncated_completions), and no registered design masks any: "
@@ -1397,9 +1399,9 @@ def format_decision(batch: Placement, repo: str = REPO) -> tuple[str, dict]:
     # any length-0 answer (a tied group's too) leaves the by-reward means the designs' ratio counted it in
     length_zero = int((batch.lengths == 0).sum())
     kind, rec = recommendation(designs, interval, found["groups"], found["left_out"],
-                               (found["groups_with_right"], found["groups_with_wrong"]), batch.step,
-                               (length_zero, masked) if length_zero else 0,
-                               batch.first_step, batch.graded, spread, batch.step_zero_validation, batch.trained)
+                               (found["groups_with_right"], found["groups_with_wrong"]), batch.step, length_zero,
+                               batch.first_step, batch.graded, spread, batch.step_zero_validation, batch.trained,
+                               masked_with_advantage=masked)
     # An interval too uncertain to recommend from is too uncertain to place the run: no design is said to
     # cover it, in the table, the findings or the JSON, so nothing reads as a placement the last line denies.
     placed = kind not in NOT_PLACED
